@@ -1,0 +1,130 @@
+// Command-line parsing. Every mistake raises UsageError (printed with the usage, exit 2).
+
+export const USAGE = `Usage:
+  fuse-uring mount --memfs MOUNTPOINT [options]           in-memory filesystem
+  fuse-uring mount --passthrough SRC MOUNTPOINT [options] mirror directory SRC
+  fuse-uring mount ./myfs.ts MOUNTPOINT [options]         filesystem from a script
+  fuse-uring unmount MOUNTPOINT                           unmount (also after a crash)
+  fuse-uring --help
+
+The mount runs in the foreground until unmounted; SIGINT/SIGTERM unmount and exit 0.
+
+Options:
+  --transport auto|uring|classic  wire transport (default auto: io_uring when the kernel
+                                  offers it and the ring can be set up, else classic,
+                                  with the reason printed)
+  --queue-depth N                 io_uring entries per queue (default 8; queues = CPUs)
+  --max-write BYTES               largest READ/WRITE request, 4096..1048576 (default 1048576)
+  --stats-file PATH               write counters as JSON every second and at exit
+  --debug                         log INIT negotiation and one line per request
+  --allow-other                   let other users access the mount
+  --no-default-permissions        do not let the kernel check mode bits
+  --ro                            mount read-only
+  --fsname NAME, --subtype NAME   names shown in /proc/mounts (fuse.SUBTYPE)
+  --writeback-cache               let the kernel cache writes (FUSE_WRITEBACK_CACHE)
+  --kernel-passthrough            (--passthrough) serve file data in the kernel
+  --entry-ttl S, --attr-ttl S     kernel cache lifetimes in seconds (default 1)
+  --negative-ttl S                cache "no such file" answers for S seconds (default 0)
+`;
+
+export class UsageError extends Error {}
+
+export interface MountCommand {
+  kind: "mount";
+  fs: { type: "memfs" } | { type: "passthrough"; source: string } | { type: "script"; path: string };
+  mountpoint: string;
+  transport: "auto" | "uring" | "classic";
+  queueDepth: number;
+  maxWrite: number;
+  statsFile?: string;
+  debug: boolean;
+  allowOther: boolean;
+  defaultPermissions: boolean;
+  readOnly: boolean;
+  fsname?: string;
+  subtype?: string;
+  writebackCache: boolean;
+  kernelPassthrough: boolean;
+  entryTtl: number;
+  attrTtl: number;
+  negativeTtl: number;
+}
+
+export type Command = { kind: "help" } | { kind: "unmount"; mountpoint: string } | MountCommand;
+
+function intArg(name: string, v: string | undefined, min: number, max: number): number {
+  if (v === undefined) throw new UsageError(`${name} needs a value`);
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < min || n > max) throw new UsageError(`${name} must be an integer in ${min}..${max}, got ${JSON.stringify(v)}`);
+  return n;
+}
+
+function numArg(name: string, v: string | undefined): number {
+  if (v === undefined) throw new UsageError(`${name} needs a value`);
+  const n = Number(v);
+  if (!Number.isFinite(n) || n < 0) throw new UsageError(`${name} must be a number ≥ 0, got ${JSON.stringify(v)}`);
+  return n;
+}
+
+function strArg(name: string, v: string | undefined): string {
+  if (v === undefined || v === "") throw new UsageError(`${name} needs a value`);
+  return v;
+}
+
+export function parseArgs(argv: string[]): Command {
+  if (argv.length === 0) throw new UsageError("missing command");
+  const [sub, ...rest] = argv;
+  if (sub === "--help" || sub === "-h" || sub === "help") return { kind: "help" };
+  if (sub === "unmount" || sub === "umount") {
+    if (rest.length !== 1 || rest[0]!.startsWith("-")) throw new UsageError("unmount takes exactly one MOUNTPOINT");
+    return { kind: "unmount", mountpoint: rest[0]! };
+  }
+  if (sub !== "mount") throw new UsageError(`unknown command ${JSON.stringify(sub)}`);
+
+  const positional: string[] = [];
+  const cmd: Omit<MountCommand, "fs" | "mountpoint"> & { fs?: MountCommand["fs"] } = {
+    kind: "mount", transport: "auto", queueDepth: 8, maxWrite: 1 << 20, debug: false, allowOther: false,
+    defaultPermissions: true, readOnly: false, writebackCache: false, kernelPassthrough: false,
+    entryTtl: 1, attrTtl: 1, negativeTtl: 0,
+  };
+  for (let i = 0; i < rest.length; i++) {
+    const a = rest[i]!;
+    const [flag, inline] = a.startsWith("--") && a.includes("=") ? [a.slice(0, a.indexOf("=")), a.slice(a.indexOf("=") + 1)] : [a, undefined];
+    const value = () => (inline !== undefined ? inline : rest[++i]);
+    switch (flag) {
+      case "--help": case "-h": return { kind: "help" };
+      case "--memfs": cmd.fs = { type: "memfs" }; break;
+      case "--passthrough": cmd.fs = { type: "passthrough", source: strArg(flag, value()) }; break;
+      case "--transport": {
+        const t = value();
+        if (t !== "auto" && t !== "uring" && t !== "classic") throw new UsageError(`--transport must be auto, uring or classic, got ${JSON.stringify(t)}`);
+        cmd.transport = t;
+        break;
+      }
+      case "--queue-depth": cmd.queueDepth = intArg(flag, value(), 1, 1024); break;
+      case "--max-write": cmd.maxWrite = intArg(flag, value(), 4096, 1 << 20); break;
+      case "--stats-file": cmd.statsFile = strArg(flag, value()); break;
+      case "--debug": cmd.debug = true; break;
+      case "--allow-other": cmd.allowOther = true; break;
+      case "--no-default-permissions": cmd.defaultPermissions = false; break;
+      case "--ro": cmd.readOnly = true; break;
+      case "--fsname": cmd.fsname = strArg(flag, value()); break;
+      case "--subtype": cmd.subtype = strArg(flag, value()); break;
+      case "--writeback-cache": cmd.writebackCache = true; break;
+      case "--kernel-passthrough": cmd.kernelPassthrough = true; break;
+      case "--entry-ttl": cmd.entryTtl = numArg(flag, value()); break;
+      case "--attr-ttl": cmd.attrTtl = numArg(flag, value()); break;
+      case "--negative-ttl": cmd.negativeTtl = numArg(flag, value()); break;
+      default:
+        if (a.startsWith("-")) throw new UsageError(`unknown option ${a}`);
+        positional.push(a);
+    }
+  }
+  if (!cmd.fs) {
+    if (positional.length !== 2) throw new UsageError("mount needs --memfs, --passthrough SRC or a script, and a MOUNTPOINT");
+    cmd.fs = { type: "script", path: positional.shift()! };
+  }
+  if (positional.length !== 1) throw new UsageError(positional.length === 0 ? "missing MOUNTPOINT" : `unexpected arguments: ${positional.slice(1).join(" ")}`);
+  if (cmd.kernelPassthrough && cmd.fs.type !== "passthrough") throw new UsageError("--kernel-passthrough needs --passthrough SRC");
+  return { ...cmd, fs: cmd.fs, mountpoint: positional[0]! } as MountCommand;
+}

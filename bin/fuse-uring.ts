@@ -1,0 +1,38 @@
+#!/usr/bin/env bun
+// fuse-uring command line: mount a filesystem in the foreground, unmount (also after a crash).
+
+import { parseArgs, UsageError, USAGE } from "./args.ts";
+
+async function main(argv: string[]): Promise<number> {
+  let cmd;
+  try {
+    cmd = parseArgs(argv);
+  } catch (e) {
+    if (e instanceof UsageError) {
+      process.stderr.write(`fuse-uring: ${e.message}\n\n${USAGE}`);
+      return 2;
+    }
+    throw e;
+  }
+  switch (cmd.kind) {
+    case "help":
+      process.stdout.write(USAGE);
+      return 0;
+    case "unmount": {
+      const { unmount } = await import("./commands/unmount.ts");
+      return unmount(cmd.mountpoint);
+    }
+    case "mount": {
+      const { runMount } = await import("./commands/mount.ts");
+      return runMount(cmd);
+    }
+  }
+}
+
+main(process.argv.slice(2)).then(
+  (code) => process.exit(code),
+  (e) => {
+    process.stderr.write(`fuse-uring: ${e instanceof Error ? e.message : String(e)}\n`);
+    process.exit(1);
+  },
+);

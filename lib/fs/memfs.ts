@@ -1,0 +1,1063 @@
+// An in-memory filesystem with tmpfs-like POSIX behaviour, implementing the InodeFS interface.
+//
+// Files are sparse: data lives in 64 KiB chunks (Map<chunk index, Uint8Array>); a chunk holds the
+// first `length` bytes of its 64 KiB window (length a multiple of 4096 that grows on demand), so
+// small files cost a page, and holes cost nothing. Invariant: every stored byte at or past the file
+// size is zero, so growing a file never exposes old data.
+//
+// Directories keep entries in a Map (O(1) by name) plus a cookie-ordered list for readdir: each
+// entry gets a monotonically increasing cookie ("." = 1, ".." = 2, entries from 3) and readdir
+// resumes at the first live entry whose cookie is greater than the offset, so offsets stay valid
+// across concurrent unlinks and renames.
+//
+// Lifetime: a node is freed when nlink == 0, its lookup count (references handed to the kernel)
+// is 0 and no file handle is open on it. Node ids are never reused.
+
+import { FuseError, type ErrnoName } from "./errors.ts";
+import type {
+  Attr, CreateReply, DirFiller, Entry, InodeFS, OpenReply, RequestContext, SetattrChanges, Statfs,
+} from "./types.ts";
+import { S_IFBLK, S_IFCHR, S_IFDIR, S_IFIFO, S_IFLNK, S_IFMT, S_IFREG, S_IFSOCK } from "./types.ts";
+import { nowTimespec } from "./attr.ts";
+import { totalmem } from "node:os";
+
+export interface MemFSOptions {
+  /** Owner of the root directory (default: the process's uid/gid). */
+  uid?: number;
+  gid?: number;
+  /** Permission bits of the root directory (default 0o755). */
+  rootMode?: number;
+  /** Capacity in bytes of file data (default: half the machine's RAM, like tmpfs). */
+  maxBytes?: number;
+  /** Maximum number of inodes, root included (default: RAM / 8 KiB, like tmpfs). */
+  maxInodes?: number;
+}
+
+export const CHUNK_SIZE = 65536;
+const PAGE = 4096;
+const BOGO_DIRENT_SIZE = 20; // tmpfs reports a directory's size as 20 bytes per entry (+2 for . and ..)
+const NAME_MAX = 255;
+const PATH_MAX = 4096;
+const XATTR_NAME_MAX = 255;
+const XATTR_SIZE_MAX = 65536;
+/** Largest file size: offsets must stay exact JS integers. */
+export const MAX_FILE_SIZE = Number.MAX_SAFE_INTEGER;
+const ROOT = 1;
+
+const S_ISUID = 0o4000;
+const S_ISGID = 0o2000;
+const S_IXGRP = 0o010;
+
+// open(2) flags (identical on x86_64 and aarch64).
+const O_EXCL = 0o200;
+const O_TRUNC = 0o1000;
+
+const RENAME_NOREPLACE = 1;
+const RENAME_EXCHANGE = 2;
+const RENAME_WHITEOUT = 4;
+
+const XATTR_CREATE = 1;
+const XATTR_REPLACE = 2;
+
+const FALLOC_FL_KEEP_SIZE = 1;
+const FALLOC_FL_PUNCH_HOLE = 2;
+
+const SEEK_DATA = 3;
+const SEEK_HOLE = 4;
+
+const FUSE_WRITE_KILL_SUIDGID = 1 << 2;
+const FATTR_KILL_SUIDGID = 1 << 11;
+
+const R_OK = 4;
+const W_OK = 2;
+const X_OK = 1;
+
+// Which time stamps touch() sets.
+const T_A = 1;
+const T_M = 2;
+const T_C = 4;
+
+class DirEntry {
+  live = true;
+  constructor(readonly name: string, public node: Node, readonly cookie: number) {}
+}
+
+class Dir {
+  readonly map = new Map<string, DirEntry>();
+  /** Entries in cookie order; removed entries stay (live = false) until compaction. */
+  list: DirEntry[] = [];
+  dead = 0;
+  nextCookie = 3;
+
+  add(name: string, node: Node): DirEntry {
+    const e = new DirEntry(name, node, this.nextCookie++);
+    this.map.set(name, e);
+    this.list.push(e);
+    return e;
+  }
+
+  remove(name: string): DirEntry | undefined {
+    const e = this.map.get(name);
+    if (!e) return undefined;
+    this.map.delete(name);
+    e.live = false;
+    this.dead++;
+    if (this.dead > 32 && this.dead * 2 > this.list.length) {
+      this.list = this.list.filter((x) => x.live);
+      this.dead = 0;
+    }
+    return e;
+  }
+
+  /** Index in `list` of the first entry whose cookie is > `cookie`. */
+  firstAfter(cookie: number): number {
+    const list = this.list;
+    let lo = 0;
+    let hi = list.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (list[mid]!.cookie <= cookie) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo;
+  }
+}
+
+class Node {
+  rdev = 0;
+  size = 0;
+  atime = 0;
+  atimeNsec = 0;
+  mtime = 0;
+  mtimeNsec = 0;
+  ctime = 0;
+  ctimeNsec = 0;
+  /** Lookup references held by the kernel. */
+  lookups = 0;
+  /** Open file/dir handles. */
+  opens = 0;
+  /** Directories: the containing directory (root: null). */
+  parent: Node | null = null;
+  dir: Dir | null = null;
+  chunks: Map<number, Uint8Array> | null = null;
+  /** Bytes allocated in chunks. */
+  allocated = 0;
+  target: string | null = null;
+  xattrs: Map<string, Uint8Array> | null = null;
+  freed = false;
+
+  constructor(
+    readonly ino: number,
+    public mode: number,
+    public nlink: number,
+    public uid: number,
+    public gid: number,
+  ) {}
+
+  get isDir(): boolean {
+    return (this.mode & S_IFMT) === S_IFDIR;
+  }
+  get isReg(): boolean {
+    return (this.mode & S_IFMT) === S_IFREG;
+  }
+}
+
+interface Handle {
+  node: Node;
+  flags: number;
+}
+
+function fail(code: ErrnoName, message?: string): never {
+  throw new FuseError(code, message);
+}
+
+function roundPage(n: number): number {
+  return Math.ceil(n / PAGE) * PAGE;
+}
+
+/** Length of `s` in UTF-8 (lone surrogates count as U+FFFD, 3 bytes). */
+function utf8Length(s: string): number {
+  let n = 0;
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c < 0x80) n += 1;
+    else if (c < 0x800) n += 2;
+    else if (c >= 0xd800 && c <= 0xdbff && i + 1 < s.length) {
+      const d = s.charCodeAt(i + 1);
+      if (d >= 0xdc00 && d <= 0xdfff) {
+        n += 4;
+        i++;
+      } else n += 3;
+    } else n += 3;
+  }
+  return n;
+}
+
+/** Whether `s` is longer than `max` bytes in UTF-8. */
+function tooLong(s: string, max: number): boolean {
+  // Every UTF-16 unit encodes to at most 3 bytes.
+  return s.length * 3 > max && utf8Length(s) > max;
+}
+
+/** Validate a name looked up or removed in a directory. */
+function checkName(name: string): void {
+  if (name.length === 0) fail("ENOENT");
+  if (tooLong(name, NAME_MAX)) fail("ENAMETOOLONG");
+  if (name.indexOf("/") !== -1 || name.indexOf("\0") !== -1) fail("EINVAL", "name contains '/' or NUL");
+}
+
+export class MemFS implements InodeFS {
+  readonly maxBytes: number;
+  readonly maxInodes: number;
+  private readonly nodes = new Map<number, Node>();
+  private readonly handles = new Map<number, Handle>();
+  private nextIno = ROOT + 1;
+  private nextFh = 1;
+  private used = 0;
+  private inodeCount = 0;
+  readonly root: Node;
+
+  constructor(options: MemFSOptions = {}) {
+    const maxBytes = options.maxBytes ?? Math.floor(totalmem() / 2 / PAGE) * PAGE;
+    const maxInodes = options.maxInodes ?? Math.max(1024, Math.floor(totalmem() / 8192));
+    if (!(maxBytes >= 0) || !Number.isSafeInteger(maxBytes)) throw new RangeError("memfs: maxBytes must be a non-negative integer");
+    if (!(maxInodes >= 1) || !Number.isSafeInteger(maxInodes)) throw new RangeError("memfs: maxInodes must be a positive integer");
+    this.maxBytes = maxBytes;
+    this.maxInodes = maxInodes;
+    const uid = options.uid ?? (typeof process.getuid === "function" ? process.getuid() : 0);
+    const gid = options.gid ?? (typeof process.getgid === "function" ? process.getgid() : 0);
+    const root = new Node(ROOT, S_IFDIR | ((options.rootMode ?? 0o755) & 0o7777), 2, uid, gid);
+    root.dir = new Dir();
+    root.size = 2 * BOGO_DIRENT_SIZE;
+    this.touch(root, T_A | T_M | T_C);
+    this.nodes.set(ROOT, root);
+    this.inodeCount = 1;
+    this.root = root;
+  }
+
+  /** Usage counters (diagnostics and tests). */
+  stats(): { inodes: number; usedBytes: number; openHandles: number } {
+    return { inodes: this.inodeCount, usedBytes: this.used, openHandles: this.handles.size };
+  }
+
+  /** Lookup references the kernel holds on `ino` (0 if unknown). */
+  lookupCount(ino: number): number {
+    return this.nodes.get(ino)?.lookups ?? 0;
+  }
+
+  /** Whether node `ino` still exists (not freed). */
+  has(ino: number): boolean {
+    return this.nodes.has(ino);
+  }
+
+  // ---- helpers ------------------------------------------------------------------------------
+
+  private touch(n: Node, which: number): void {
+    const [s, ns] = nowTimespec();
+    if (which & T_A) {
+      n.atime = s;
+      n.atimeNsec = ns;
+    }
+    if (which & T_M) {
+      n.mtime = s;
+      n.mtimeNsec = ns;
+    }
+    if (which & T_C) {
+      n.ctime = s;
+      n.ctimeNsec = ns;
+    }
+  }
+
+  /** relatime: update atime only if it is not newer than mtime/ctime or older than a day. */
+  private accessed(n: Node): void {
+    if (
+      n.atime < n.mtime || (n.atime === n.mtime && n.atimeNsec <= n.mtimeNsec) ||
+      n.atime < n.ctime || (n.atime === n.ctime && n.atimeNsec <= n.ctimeNsec) ||
+      Date.now() / 1000 - n.atime > 86400
+    ) {
+      this.touch(n, T_A);
+    }
+  }
+
+  private node(ino: number): Node {
+    const n = this.nodes.get(ino);
+    if (!n) fail("ENOENT", `no node ${ino}`);
+    return n;
+  }
+
+  private dirNode(ino: number): Node & { dir: Dir } {
+    const n = this.node(ino);
+    if (!n.dir) fail("ENOTDIR");
+    return n as Node & { dir: Dir };
+  }
+
+  private regNode(ino: number): Node & { chunks: Map<number, Uint8Array> } {
+    const n = this.node(ino);
+    if (!n.chunks) fail(n.isDir ? "EISDIR" : "EINVAL");
+    return n as Node & { chunks: Map<number, Uint8Array> };
+  }
+
+  private attrOf(n: Node): Attr {
+    return {
+      ino: n.ino,
+      mode: n.mode,
+      nlink: n.nlink,
+      uid: n.uid,
+      gid: n.gid,
+      rdev: n.rdev,
+      size: n.size,
+      blocks: n.allocated / 512,
+      blksize: PAGE,
+      atime: n.atime,
+      atimeNsec: n.atimeNsec,
+      mtime: n.mtime,
+      mtimeNsec: n.mtimeNsec,
+      ctime: n.ctime,
+      ctimeNsec: n.ctimeNsec,
+    };
+  }
+
+  /** An Entry reply: takes one lookup reference. */
+  private entry(n: Node): Entry {
+    n.lookups++;
+    return { ino: n.ino, attr: this.attrOf(n) };
+  }
+
+  private maybeFree(n: Node): void {
+    if (n.freed || n.ino === ROOT || n.nlink > 0 || n.lookups > 0 || n.opens > 0) return;
+    n.freed = true;
+    this.nodes.delete(n.ino);
+    this.used -= n.allocated;
+    n.allocated = 0;
+    n.chunks = null;
+    n.xattrs = null;
+    n.parent = null;
+    this.inodeCount--;
+  }
+
+  /** Check that `name` can be created in `p`; returns p's Dir. */
+  private prepareCreate(p: Node & { dir: Dir }, name: string): void {
+    checkName(name);
+    if (name === "." || name === "..") fail("EEXIST");
+    if (p.nlink === 0) fail("ENOENT", "directory was removed");
+    if (p.dir.map.has(name)) fail("EEXIST");
+    if (this.inodeCount >= this.maxInodes) fail("ENOSPC", "out of inodes");
+  }
+
+  /** A new node owned by the caller (set-group-ID directories pass on their group). */
+  private newNode(ctx: RequestContext, p: Node, mode: number): Node {
+    let gid = ctx.gid;
+    if (p.mode & S_ISGID) {
+      gid = p.gid;
+      if ((mode & S_IFMT) === S_IFDIR) mode |= S_ISGID;
+    }
+    if ((mode & S_IFMT) !== S_IFDIR && (mode & (S_ISGID | S_IXGRP)) === (S_ISGID | S_IXGRP) && ctx.uid !== 0 && ctx.gid !== gid) {
+      mode &= ~S_ISGID;
+    }
+    const n = new Node(this.nextIno++, mode, 1, ctx.uid, gid);
+    this.touch(n, T_A | T_M | T_C);
+    this.nodes.set(n.ino, n);
+    this.inodeCount++;
+    return n;
+  }
+
+  /** Add `n` to `p` under `name` (name must be free). */
+  private attach(p: Node & { dir: Dir }, name: string, n: Node): void {
+    p.dir.add(name, n);
+    p.size += BOGO_DIRENT_SIZE;
+    if (n.dir) {
+      n.parent = p;
+      p.nlink++;
+    }
+    this.touch(p, T_M | T_C);
+  }
+
+  /** Remove entry `name` from `p` (exists); does not change the target's nlink. */
+  private detach(p: Node & { dir: Dir }, name: string): Node {
+    const e = p.dir.remove(name)!;
+    p.size -= BOGO_DIRENT_SIZE;
+    if (e.node.dir) p.nlink--;
+    return e.node;
+  }
+
+  /** Drop one link of `n` that was just detached. */
+  private unlinked(n: Node): void {
+    n.nlink = n.dir ? 0 : n.nlink - 1;
+    this.touch(n, T_C);
+    this.maybeFree(n);
+  }
+
+  /** Whether `a` is `b` or one of b's ancestors (a directory). */
+  private isAncestorOrSelf(a: Node, b: Node): boolean {
+    for (let x: Node | null = b; x; x = x.parent) if (x === a) return true;
+    return false;
+  }
+
+  private openHandle(n: Node, flags: number): number {
+    const fh = this.nextFh++;
+    this.handles.set(fh, { node: n, flags });
+    n.opens++;
+    return fh;
+  }
+
+  private closeHandle(fh: number): void {
+    const h = this.handles.get(fh);
+    if (!h) return;
+    this.handles.delete(fh);
+    h.node.opens--;
+    this.maybeFree(h.node);
+  }
+
+  // ---- file data ----------------------------------------------------------------------------
+
+  /** Bytes that must be newly allocated so that chunks cover [start, end) (start < end). */
+  private allocNeed(n: Node & { chunks: Map<number, Uint8Array> }, start: number, end: number): number {
+    const c0 = Math.floor(start / CHUNK_SIZE);
+    const c1 = Math.floor((end - 1) / CHUNK_SIZE);
+    const lastWant = roundPage(end - c1 * CHUNK_SIZE);
+    const chunks = n.chunks;
+    if (chunks.size === 0) return (c1 - c0) * CHUNK_SIZE + lastWant;
+    let need = 0;
+    if (c1 - c0 < chunks.size) {
+      for (let i = c0; i <= c1; i++) {
+        const want = i === c1 ? lastWant : CHUNK_SIZE;
+        const have = chunks.get(i)?.length ?? 0;
+        if (want > have) need += want - have;
+      }
+    } else {
+      need = (c1 - c0) * CHUNK_SIZE + lastWant;
+      for (const [i, c] of chunks) {
+        if (i < c0 || i > c1) continue;
+        need -= Math.min(c.length, i === c1 ? lastWant : CHUNK_SIZE);
+      }
+    }
+    return need;
+  }
+
+  /** The chunk `idx`, allocated or grown to hold at least `len` bytes. Space was checked. */
+  private chunkFor(n: Node & { chunks: Map<number, Uint8Array> }, idx: number, len: number, roomy: boolean): Uint8Array {
+    const c = n.chunks.get(idx);
+    const want = roundPage(len);
+    if (!c) {
+      const fresh = new Uint8Array(want);
+      n.chunks.set(idx, fresh);
+      n.allocated += want;
+      this.used += want;
+      return fresh;
+    }
+    if (c.length >= len) return c;
+    // Grow geometrically when there is room so that small appends do not copy quadratically.
+    const size = roomy ? Math.min(CHUNK_SIZE, Math.max(want, c.length * 2)) : want;
+    const grown = new Uint8Array(size);
+    grown.set(c);
+    n.chunks.set(idx, grown);
+    n.allocated += size - c.length;
+    this.used += size - c.length;
+    return grown;
+  }
+
+  /** Copy `data` into the file at `pos` (does not change size or times). Throws ENOSPC. */
+  private writeBytes(n: Node & { chunks: Map<number, Uint8Array> }, pos: number, data: Uint8Array): void {
+    const len = data.length;
+    if (len === 0) return;
+    const end = pos + len;
+    const need = this.allocNeed(n, pos, end);
+    if (need > 0 && this.used + need > this.maxBytes) fail("ENOSPC");
+    const spanChunks = Math.floor((end - 1) / CHUNK_SIZE) - Math.floor(pos / CHUNK_SIZE) + 1;
+    const roomy = this.used + need + spanChunks * CHUNK_SIZE <= this.maxBytes;
+    let src = 0;
+    while (src < len) {
+      const idx = Math.floor(pos / CHUNK_SIZE);
+      const inOff = pos - idx * CHUNK_SIZE;
+      const take = Math.min(CHUNK_SIZE - inOff, len - src);
+      const chunk = this.chunkFor(n, idx, inOff + take, roomy);
+      chunk.set(take === len ? data : data.subarray(src, src + take), inOff);
+      src += take;
+      pos += take;
+    }
+  }
+
+  /** Copy file bytes [pos, pos + count) into out[0..count) (holes read as zeros). */
+  private readBytes(n: Node & { chunks: Map<number, Uint8Array> }, pos: number, count: number, out: Uint8Array): void {
+    let dst = 0;
+    while (dst < count) {
+      const idx = Math.floor(pos / CHUNK_SIZE);
+      const inOff = pos - idx * CHUNK_SIZE;
+      const take = Math.min(CHUNK_SIZE - inOff, count - dst);
+      const c = n.chunks.get(idx);
+      if (c && inOff < c.length) {
+        const avail = Math.min(take, c.length - inOff);
+        out.set(inOff === 0 && avail === c.length ? c : c.subarray(inOff, inOff + avail), dst);
+        if (avail < take) out.fill(0, dst + avail, dst + take);
+      } else {
+        out.fill(0, dst, dst + take);
+      }
+      dst += take;
+      pos += take;
+    }
+  }
+
+  private dropChunk(n: Node & { chunks: Map<number, Uint8Array> }, idx: number, c: Uint8Array): void {
+    n.chunks.delete(idx);
+    n.allocated -= c.length;
+    this.used -= c.length;
+  }
+
+  private shrinkChunk(n: Node & { chunks: Map<number, Uint8Array> }, idx: number, c: Uint8Array, len: number): void {
+    n.chunks.set(idx, c.slice(0, len));
+    n.allocated -= c.length - len;
+    this.used -= c.length - len;
+  }
+
+  /** Zero [start, end) and free what becomes unneeded (punch hole). Does not change size. */
+  private zeroRange(n: Node & { chunks: Map<number, Uint8Array> }, start: number, end: number): void {
+    if (end <= start || n.chunks.size === 0) return;
+    const c0 = Math.floor(start / CHUNK_SIZE);
+    const c1 = Math.floor((end - 1) / CHUNK_SIZE);
+    const visit = (idx: number, c: Uint8Array): void => {
+      const base = idx * CHUNK_SIZE;
+      const a = Math.max(start, base) - base;
+      const b = Math.min(end, base + CHUNK_SIZE) - base;
+      if (a >= c.length) return;
+      if (b >= c.length) {
+        if (a === 0) this.dropChunk(n, idx, c);
+        else if (a % PAGE === 0) this.shrinkChunk(n, idx, c, a);
+        else {
+          const keep = roundPage(a);
+          c.fill(0, a, keep);
+          if (keep < c.length) this.shrinkChunk(n, idx, c, keep);
+        }
+      } else {
+        c.fill(0, a, b);
+      }
+    };
+    if (c1 - c0 < n.chunks.size) {
+      for (let i = c0; i <= c1; i++) {
+        const c = n.chunks.get(i);
+        if (c) visit(i, c);
+      }
+    } else {
+      for (const [i, c] of n.chunks) if (i >= c0 && i <= c1) visit(i, c);
+    }
+  }
+
+  /** Change the size of a regular file; shrinking frees and zeroes everything past the new end. */
+  private resize(n: Node & { chunks: Map<number, Uint8Array> }, size: number): void {
+    // Shrinking also drops chunks preallocated past EOF (FALLOC_FL_KEEP_SIZE), like Linux.
+    if (size < n.size) this.zeroRange(n, size, Number.MAX_SAFE_INTEGER);
+    n.size = size;
+  }
+
+  private killSuidSgid(n: Node): void {
+    let mode = n.mode & ~S_ISUID;
+    if (mode & S_IXGRP) mode &= ~S_ISGID;
+    n.mode = mode;
+  }
+
+  // ---- InodeFS: names -----------------------------------------------------------------------
+
+  lookup(_ctx: RequestContext, parent: number, name: string): Entry {
+    const p = this.dirNode(parent);
+    if (name === ".") return this.entry(p);
+    if (name === "..") return this.entry(p.parent ?? p);
+    checkName(name);
+    const e = p.dir.map.get(name);
+    if (!e) fail("ENOENT");
+    return this.entry(e.node);
+  }
+
+  forget(ino: number, nlookup: number): void {
+    const n = this.nodes.get(ino);
+    if (!n) return;
+    n.lookups = Math.max(0, n.lookups - nlookup);
+    this.maybeFree(n);
+  }
+
+  getattr(_ctx: RequestContext, ino: number, _fh: number | undefined): Attr {
+    return this.attrOf(this.node(ino));
+  }
+
+  setattr(_ctx: RequestContext, ino: number, changes: SetattrChanges): Attr {
+    const n = this.node(ino);
+    const { size, mode, uid, gid, atime, mtime, ctime } = changes;
+    // Validate everything before changing anything.
+    if (size !== undefined) {
+      if (n.isDir) fail("EISDIR");
+      if (!n.chunks) fail("EINVAL");
+      if (!Number.isInteger(size) || size < 0) fail("EINVAL");
+      if (size > MAX_FILE_SIZE) fail("EFBIG");
+    }
+    for (const t of [atime, mtime, ctime]) {
+      if (t !== undefined && t !== "now" && (!Number.isInteger(t[0]) || !Number.isInteger(t[1]) || t[1] < 0 || t[1] >= 1e9)) {
+        fail("EINVAL", "bad timestamp");
+      }
+    }
+    const [nowS, nowNs] = nowTimespec();
+    if (size !== undefined && n.chunks) {
+      const f = n as Node & { chunks: Map<number, Uint8Array> };
+      if (size !== f.size) {
+        this.resize(f, size);
+        n.mtime = nowS;
+        n.mtimeNsec = nowNs;
+      }
+    }
+    if (mode !== undefined) n.mode = (n.mode & S_IFMT) | (mode & 0o7777);
+    if (uid !== undefined) n.uid = uid;
+    if (gid !== undefined) n.gid = gid;
+    if (changes.valid & FATTR_KILL_SUIDGID) this.killSuidSgid(n);
+    if (atime !== undefined) {
+      [n.atime, n.atimeNsec] = atime === "now" ? [nowS, nowNs] : atime;
+    }
+    if (mtime !== undefined) {
+      [n.mtime, n.mtimeNsec] = mtime === "now" ? [nowS, nowNs] : mtime;
+    }
+    if (ctime !== undefined) {
+      [n.ctime, n.ctimeNsec] = ctime;
+    } else {
+      n.ctime = nowS;
+      n.ctimeNsec = nowNs;
+    }
+    return this.attrOf(n);
+  }
+
+  readlink(_ctx: RequestContext, ino: number): string {
+    const n = this.node(ino);
+    if (n.target === null) fail("EINVAL");
+    this.accessed(n);
+    return n.target;
+  }
+
+  symlink(ctx: RequestContext, parent: number, name: string, target: string): Entry {
+    const p = this.dirNode(parent);
+    this.prepareCreate(p, name);
+    if (target.length === 0) fail("ENOENT");
+    const len = utf8Length(target);
+    if (len >= PATH_MAX) fail("ENAMETOOLONG");
+    const n = this.newNode(ctx, p, S_IFLNK | 0o777);
+    n.target = target;
+    n.size = len;
+    this.attach(p, name, n);
+    return this.entry(n);
+  }
+
+  mknod(ctx: RequestContext, parent: number, name: string, mode: number, rdev: number, umask: number): Entry {
+    let type = mode & S_IFMT;
+    if (type === 0) type = S_IFREG;
+    switch (type) {
+      case S_IFREG: case S_IFCHR: case S_IFBLK: case S_IFIFO: case S_IFSOCK: break;
+      case S_IFDIR: fail("EPERM", "mknod cannot create directories");
+      default: fail("EINVAL", "bad file type");
+    }
+    const p = this.dirNode(parent);
+    this.prepareCreate(p, name);
+    const n = this.newNode(ctx, p, type | (mode & 0o7777 & ~umask));
+    if (type === S_IFREG) n.chunks = new Map();
+    else if (type === S_IFCHR || type === S_IFBLK) n.rdev = rdev;
+    this.attach(p, name, n);
+    return this.entry(n);
+  }
+
+  mkdir(ctx: RequestContext, parent: number, name: string, mode: number, umask: number): Entry {
+    const p = this.dirNode(parent);
+    this.prepareCreate(p, name);
+    const n = this.newNode(ctx, p, S_IFDIR | (mode & 0o7777 & ~umask));
+    n.nlink = 2;
+    n.dir = new Dir();
+    n.size = 2 * BOGO_DIRENT_SIZE;
+    this.attach(p, name, n);
+    return this.entry(n);
+  }
+
+  unlink(_ctx: RequestContext, parent: number, name: string): void {
+    const p = this.dirNode(parent);
+    checkName(name);
+    const e = p.dir.map.get(name);
+    if (!e) fail(name === "." || name === ".." ? "EISDIR" : "ENOENT");
+    if (e.node.dir) fail("EISDIR");
+    this.detach(p, name);
+    this.touch(p, T_M | T_C);
+    this.unlinked(e.node);
+  }
+
+  rmdir(_ctx: RequestContext, parent: number, name: string): void {
+    const p = this.dirNode(parent);
+    if (name === ".") fail("EINVAL");
+    if (name === "..") fail("ENOTEMPTY");
+    checkName(name);
+    const e = p.dir.map.get(name);
+    if (!e) fail("ENOENT");
+    const n = e.node;
+    if (!n.dir) fail("ENOTDIR");
+    if (n.dir.map.size > 0) fail("ENOTEMPTY");
+    this.detach(p, name);
+    this.touch(p, T_M | T_C);
+    this.unlinked(n);
+  }
+
+  rename(_ctx: RequestContext, parent: number, name: string, newParent: number, newName: string, flags: number): void {
+    if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE | RENAME_WHITEOUT)) fail("EINVAL", "unknown rename flags");
+    if ((flags & RENAME_EXCHANGE) && (flags & (RENAME_NOREPLACE | RENAME_WHITEOUT))) fail("EINVAL");
+    const op = this.dirNode(parent);
+    const np = this.dirNode(newParent);
+    checkName(name);
+    checkName(newName);
+    if (name === "." || name === ".." || newName === "." || newName === "..") fail("EBUSY");
+    const se = op.dir.map.get(name);
+    if (!se) fail("ENOENT");
+    const src = se.node;
+    const te = np.dir.map.get(newName);
+    const tgt = te?.node;
+    if ((flags & RENAME_NOREPLACE) && tgt) fail("EEXIST");
+    if ((flags & RENAME_EXCHANGE) && !tgt) fail("ENOENT");
+    if (np.nlink === 0) fail("ENOENT");
+    // A directory cannot move into its own subtree; the target cannot be an ancestor of the source.
+    if (src.dir && this.isAncestorOrSelf(src, np)) fail("EINVAL", "cannot move a directory into itself");
+    if (tgt?.dir && this.isAncestorOrSelf(tgt, op)) fail(flags & RENAME_EXCHANGE ? "EINVAL" : "ENOTEMPTY");
+    if (src === tgt) return; // same inode: POSIX says do nothing
+    const exchange = (flags & RENAME_EXCHANGE) !== 0;
+    if (tgt && !exchange) {
+      if (src.dir && !tgt.dir) fail("ENOTDIR");
+      if (!src.dir && tgt.dir) fail("EISDIR");
+      if (tgt.dir && tgt.dir.map.size > 0) fail("ENOTEMPTY");
+    }
+    const whiteout = (flags & RENAME_WHITEOUT) !== 0;
+    if (whiteout && this.inodeCount >= this.maxInodes) fail("ENOSPC");
+
+    if (exchange && te && tgt) {
+      se.node = tgt;
+      te.node = src;
+      if (op !== np) {
+        if (src.dir) {
+          src.parent = np;
+          op.nlink--;
+          np.nlink++;
+        }
+        if (tgt.dir) {
+          tgt.parent = op;
+          np.nlink--;
+          op.nlink++;
+        }
+      }
+      this.touch(src, T_C);
+      this.touch(tgt, T_C);
+      this.touch(op, T_M | T_C);
+      if (np !== op) this.touch(np, T_M | T_C);
+      return;
+    }
+
+    if (tgt) {
+      this.detach(np, newName);
+      this.unlinked(tgt);
+    }
+    this.detach(op, name);
+    this.attach(np, newName, src);
+    this.touch(src, T_C);
+    this.touch(op, T_M | T_C);
+    if (whiteout) {
+      const w = new Node(this.nextIno++, S_IFCHR, 1, src.uid, src.gid);
+      this.touch(w, T_A | T_M | T_C);
+      this.nodes.set(w.ino, w);
+      this.inodeCount++;
+      this.attach(op, name, w);
+    }
+  }
+
+  link(_ctx: RequestContext, ino: number, newParent: number, newName: string): Entry {
+    const n = this.node(ino);
+    const p = this.dirNode(newParent);
+    if (n.dir) fail("EPERM", "hard links to directories are not allowed");
+    checkName(newName);
+    if (newName === "." || newName === "..") fail("EEXIST");
+    if (p.nlink === 0) fail("ENOENT");
+    if (p.dir.map.has(newName)) fail("EEXIST");
+    if (n.nlink === 0) fail("ENOENT", "source was unlinked");
+    n.nlink++;
+    this.touch(n, T_C);
+    this.attach(p, newName, n);
+    return this.entry(n);
+  }
+
+  // ---- InodeFS: files -----------------------------------------------------------------------
+
+  create(ctx: RequestContext, parent: number, name: string, mode: number, umask: number, flags: number): CreateReply {
+    const p = this.dirNode(parent);
+    checkName(name);
+    const existing = p.dir.map.get(name);
+    let n: Node;
+    if (existing) {
+      if (flags & O_EXCL) fail("EEXIST");
+      n = existing.node;
+      if (n.dir) fail("EISDIR");
+      if ((flags & O_TRUNC) && n.chunks) {
+        this.resize(n as Node & { chunks: Map<number, Uint8Array> }, 0);
+        this.touch(n, T_M | T_C);
+      }
+    } else {
+      this.prepareCreate(p, name);
+      n = this.newNode(ctx, p, S_IFREG | (mode & 0o7777 & ~umask));
+      n.chunks = new Map();
+      this.attach(p, name, n);
+    }
+    const fh = this.openHandle(n, flags);
+    return { entry: this.entry(n), open: { fh } };
+  }
+
+  open(_ctx: RequestContext, ino: number, flags: number): OpenReply {
+    const n = this.node(ino);
+    if (n.dir) fail("EISDIR");
+    if ((flags & O_TRUNC) && n.chunks) {
+      this.resize(n as Node & { chunks: Map<number, Uint8Array> }, 0);
+      this.touch(n, T_M | T_C);
+    }
+    return { fh: this.openHandle(n, flags) };
+  }
+
+  read(_ctx: RequestContext, ino: number, _fh: number, offset: number, size: number, out: Uint8Array): number {
+    const n = this.regNode(ino);
+    if (offset < 0) fail("EINVAL");
+    if (offset >= n.size || size === 0) return 0;
+    const count = Math.min(size, n.size - offset, out.length);
+    this.readBytes(n, offset, count, out);
+    this.accessed(n);
+    return count;
+  }
+
+  write(_ctx: RequestContext, ino: number, _fh: number, offset: number, data: Uint8Array, writeFlags: number, _openFlags: number): number {
+    const n = this.regNode(ino);
+    if (offset < 0) fail("EINVAL");
+    const len = data.length;
+    if (len === 0) return 0;
+    if (offset + len > MAX_FILE_SIZE) fail("EFBIG");
+    this.writeBytes(n, offset, data);
+    if (offset + len > n.size) n.size = offset + len;
+    if (writeFlags & FUSE_WRITE_KILL_SUIDGID) this.killSuidSgid(n);
+    this.touch(n, T_M | T_C);
+    return len;
+  }
+
+  flush(): void {}
+
+  release(_ctx: RequestContext, _ino: number, fh: number, _flags: number): void {
+    this.closeHandle(fh);
+  }
+
+  fsync(): void {}
+
+  // ---- InodeFS: directories -----------------------------------------------------------------
+
+  opendir(_ctx: RequestContext, ino: number, flags: number): OpenReply {
+    const n = this.dirNode(ino);
+    return { fh: this.openHandle(n, flags) };
+  }
+
+  readdir(_ctx: RequestContext, ino: number, _fh: number, offset: number, filler: DirFiller): void {
+    const n = this.dirNode(ino);
+    if (n.nlink === 0) return; // removed directory: empty, without even "." and ".."
+    const plus = filler.plus;
+    if (offset < 1) {
+      if (!filler.add(".", 1, { ino: n.ino, attr: this.attrOf(n) })) return;
+    }
+    if (offset < 2) {
+      const up = n.parent ?? n;
+      if (!filler.add("..", 2, { ino: up.ino, attr: this.attrOf(up) })) return;
+    }
+    const list = n.dir.list;
+    for (let i = n.dir.firstAfter(offset); i < list.length; i++) {
+      const e = list[i]!;
+      if (!e.live) continue;
+      const c = e.node;
+      if (!filler.add(e.name, e.cookie, { ino: c.ino, attr: this.attrOf(c) })) break;
+      if (plus) c.lookups++;
+    }
+    this.accessed(n);
+  }
+
+  releasedir(_ctx: RequestContext, _ino: number, fh: number): void {
+    this.closeHandle(fh);
+  }
+
+  fsyncdir(): void {}
+
+  // ---- InodeFS: misc ------------------------------------------------------------------------
+
+  statfs(): Statfs {
+    const blocks = Math.floor(this.maxBytes / PAGE);
+    const free = Math.max(0, Math.floor((this.maxBytes - this.used) / PAGE));
+    return {
+      blocks,
+      bfree: free,
+      bavail: free,
+      files: this.maxInodes,
+      ffree: Math.max(0, this.maxInodes - this.inodeCount),
+      bsize: PAGE,
+      namelen: NAME_MAX,
+      frsize: PAGE,
+    };
+  }
+
+  /** Validate an xattr name; returns its namespace. */
+  private xattrNamespace(name: string): "user" | "trusted" | "security" | "system" {
+    if (tooLong(name, XATTR_NAME_MAX)) fail("ERANGE", "xattr name too long");
+    let ns: "user" | "trusted" | "security" | "system";
+    let rest: string;
+    if (name.startsWith("user.")) [ns, rest] = ["user", name.slice(5)];
+    else if (name.startsWith("trusted.")) [ns, rest] = ["trusted", name.slice(8)];
+    else if (name.startsWith("security.")) [ns, rest] = ["security", name.slice(9)];
+    else if (name === "system.posix_acl_access" || name === "system.posix_acl_default") [ns, rest] = ["system", name];
+    else fail("EOPNOTSUPP", "unsupported xattr namespace");
+    if (rest.length === 0) fail("EINVAL", "empty xattr name");
+    return ns;
+  }
+
+  setxattr(_ctx: RequestContext, ino: number, name: string, value: Uint8Array, flags: number): void {
+    const n = this.node(ino);
+    if (flags & ~(XATTR_CREATE | XATTR_REPLACE)) fail("EINVAL", "bad xattr flags");
+    const ns = this.xattrNamespace(name);
+    if (value.length > XATTR_SIZE_MAX) fail("E2BIG");
+    if (ns === "user" && !n.chunks && !n.dir) fail("EPERM", "user xattrs only on files and directories");
+    if (name === "system.posix_acl_default" && !n.dir) fail("EACCES");
+    const old = n.xattrs?.get(name);
+    if ((flags & XATTR_CREATE) && old) fail("EEXIST");
+    if ((flags & XATTR_REPLACE) && !old) fail("ENODATA");
+    n.xattrs ??= new Map();
+    n.xattrs.set(name, value.slice());
+    this.touch(n, T_C);
+  }
+
+  getxattr(_ctx: RequestContext, ino: number, name: string): Uint8Array {
+    const n = this.node(ino);
+    this.xattrNamespace(name);
+    const v = n.xattrs?.get(name);
+    if (!v) fail("ENODATA");
+    return v;
+  }
+
+  listxattr(_ctx: RequestContext, ino: number): string[] {
+    const n = this.node(ino);
+    return n.xattrs ? [...n.xattrs.keys()] : [];
+  }
+
+  removexattr(_ctx: RequestContext, ino: number, name: string): void {
+    const n = this.node(ino);
+    const ns = this.xattrNamespace(name);
+    if (ns === "user" && !n.chunks && !n.dir) fail("EPERM");
+    if (!n.xattrs?.delete(name)) fail("ENODATA");
+    this.touch(n, T_C);
+  }
+
+  access(ctx: RequestContext, ino: number, mask: number): void {
+    const n = this.node(ino);
+    mask &= R_OK | W_OK | X_OK;
+    if (mask === 0) return;
+    if (ctx.uid === 0) {
+      // root may read and write anything; execute needs some x bit (directories: always searchable)
+      if ((mask & X_OK) && !n.dir && (n.mode & 0o111) === 0) fail("EACCES");
+      return;
+    }
+    let bits: number;
+    if (ctx.uid === n.uid) bits = (n.mode >> 6) & 7;
+    else if (ctx.gid === n.gid) bits = (n.mode >> 3) & 7;
+    else bits = n.mode & 7;
+    if ((bits & mask) !== mask) fail("EACCES");
+  }
+
+  fallocate(_ctx: RequestContext, ino: number, _fh: number, offset: number, length: number, mode: number): void {
+    const n = this.regNode(ino);
+    if (mode & ~(FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE)) fail("EOPNOTSUPP");
+    if ((mode & FALLOC_FL_PUNCH_HOLE) && !(mode & FALLOC_FL_KEEP_SIZE)) fail("EOPNOTSUPP");
+    if (offset < 0 || length <= 0) fail("EINVAL");
+    const end = offset + length;
+    if (end > MAX_FILE_SIZE) fail("EFBIG");
+    if (mode & FALLOC_FL_PUNCH_HOLE) {
+      this.zeroRange(n, offset, end);
+      this.touch(n, T_M | T_C);
+      return;
+    }
+    const need = this.allocNeed(n, offset, end);
+    if (need > 0 && this.used + need > this.maxBytes) fail("ENOSPC");
+    const c0 = Math.floor(offset / CHUNK_SIZE);
+    const c1 = Math.floor((end - 1) / CHUNK_SIZE);
+    for (let i = c0; i <= c1; i++) this.chunkFor(n, i, i === c1 ? end - c1 * CHUNK_SIZE : CHUNK_SIZE, false);
+    if (!(mode & FALLOC_FL_KEEP_SIZE) && end > n.size) n.size = end;
+    this.touch(n, T_C);
+  }
+
+  lseek(_ctx: RequestContext, ino: number, _fh: number, offset: number, whence: number): number {
+    const n = this.regNode(ino);
+    if (whence !== SEEK_DATA && whence !== SEEK_HOLE) fail("EINVAL");
+    if (offset < 0 || offset >= n.size) fail("ENXIO");
+    const size = n.size;
+    const chunks = n.chunks;
+    if (whence === SEEK_HOLE) {
+      let pos = offset;
+      for (;;) {
+        const idx = Math.floor(pos / CHUNK_SIZE);
+        const base = idx * CHUNK_SIZE;
+        const c = chunks.get(idx);
+        if (!c || pos >= base + c.length) return Math.min(pos, size);
+        if (c.length < CHUNK_SIZE) return Math.min(base + c.length, size);
+        pos = base + CHUNK_SIZE;
+        if (pos >= size) return size;
+      }
+    }
+    // SEEK_DATA
+    const idx = Math.floor(offset / CHUNK_SIZE);
+    const c = chunks.get(idx);
+    if (c && offset < idx * CHUNK_SIZE + c.length) return offset;
+    const lastIdx = Math.floor((size - 1) / CHUNK_SIZE);
+    let next = -1;
+    if (lastIdx - idx <= chunks.size) {
+      for (let i = idx + 1; i <= lastIdx; i++) {
+        if (chunks.has(i)) {
+          next = i;
+          break;
+        }
+      }
+    } else {
+      for (const i of chunks.keys()) if (i > idx && i <= lastIdx && (next < 0 || i < next)) next = i;
+    }
+    if (next < 0) fail("ENXIO");
+    return next * CHUNK_SIZE;
+  }
+
+  copyFileRange(_ctx: RequestContext, inoIn: number, _fhIn: number, offIn: number, inoOut: number, _fhOut: number, offOut: number, len: number, flags: number): number {
+    if (flags !== 0) fail("EINVAL");
+    const src = this.regNode(inoIn);
+    const dst = this.regNode(inoOut);
+    if (offIn < 0 || offOut < 0 || len < 0) fail("EINVAL");
+    if (src === dst && offIn < offOut + len && offOut < offIn + len) fail("EINVAL", "overlapping ranges in one file");
+    if (offIn >= src.size || len === 0) return 0;
+    const count = Math.min(len, src.size - offIn);
+    if (offOut + count > MAX_FILE_SIZE) fail("EFBIG");
+    let done = 0;
+    while (done < count) {
+      const pos = offIn + done;
+      const idx = Math.floor(pos / CHUNK_SIZE);
+      const inOff = pos - idx * CHUNK_SIZE;
+      const take = Math.min(CHUNK_SIZE - inOff, count - done);
+      const c = src.chunks.get(idx);
+      const dpos = offOut + done;
+      try {
+        if (c && inOff < c.length) {
+          const avail = Math.min(take, c.length - inOff);
+          this.writeBytes(dst, dpos, c.subarray(inOff, inOff + avail));
+          if (avail < take) this.zeroRange(dst, dpos + avail, dpos + take);
+        } else {
+          this.zeroRange(dst, dpos, dpos + take); // keep holes sparse
+        }
+      } catch (err) {
+        if (done === 0) throw err;
+        break;
+      }
+      done += take;
+    }
+    if (offOut + done > dst.size) dst.size = offOut + done;
+    this.touch(dst, T_M | T_C);
+    return done;
+  }
+}
+
+/** A new in-memory filesystem. */
+export function memfs(options?: MemFSOptions): MemFS {
+  return new MemFS(options);
+}

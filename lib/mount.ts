@@ -1,0 +1,141 @@
+// The public entry point: mount a filesystem, get a handle that unmounts, reports stats and
+// sends cache invalidations.
+
+import { renameSync, writeFileSync } from "node:fs";
+import type { InodeFS } from "./fs/types.ts";
+import { attach, detach, isMounted, MountError, type MountFlags } from "./mountpoint.ts";
+import { Notify } from "./protocol/constants.ts";
+import { defaultSessionOptions, Session, type SessionOptions, type SessionStats } from "./session/session.ts";
+
+export interface MountOptions extends Partial<SessionOptions> {
+  fsname?: string;
+  subtype?: string;
+  allowOther?: boolean;
+  /** Let the kernel check permissions from mode/uid/gid (default true). */
+  defaultPermissions?: boolean;
+  readOnly?: boolean;
+  /** Write stats JSON here at least once a second and at exit. */
+  statsFile?: string;
+  /** Give up if the kernel does not complete INIT within this time (ms). */
+  initTimeoutMs?: number;
+}
+
+export interface MountStats extends SessionStats {
+  mountpoint: string;
+  uptimeMs: number;
+}
+
+export class Mount implements AsyncDisposable {
+  /** Settles with the reason when the kernel side goes away (unmount, abort) and memory is freed. */
+  readonly closed: Promise<string>;
+  private readonly timer: ReturnType<typeof setInterval>;
+  private readonly startedAt = Date.now();
+  private unmounting: Promise<void> | null = null;
+
+  constructor(readonly mountpoint: string, readonly session: Session, private readonly statsFile?: string) {
+    this.timer = setInterval(() => this.writeStats(), 1000);
+    this.closed = session.ended.then(async (reason) => {
+      await session.close();
+      clearInterval(this.timer);
+      this.writeStats();
+      return reason;
+    });
+  }
+
+  get transport(): "uring" | "classic" {
+    return this.session.transportInfo.transport as "uring" | "classic";
+  }
+
+  get transportReason(): string {
+    return this.session.transportInfo.reason;
+  }
+
+  stats(): MountStats {
+    return { ...this.session.stats(), mountpoint: this.mountpoint, uptimeMs: Date.now() - this.startedAt };
+  }
+
+  private writeStats(): void {
+    if (!this.statsFile) return;
+    try {
+      const tmp = `${this.statsFile}.${process.pid}.tmp`;
+      writeFileSync(tmp, JSON.stringify(this.stats()) + "\n");
+      renameSync(tmp, this.statsFile);
+    } catch {
+      // A stats file that cannot be written must not take the filesystem down.
+    }
+  }
+
+  /** Unmount (lazily if busy) and wait until the session has shut down. */
+  unmount(): Promise<void> {
+    this.unmounting ??= (async () => {
+      if (isMounted(this.mountpoint)) {
+        const err = detach(this.mountpoint);
+        if (err && isMounted(this.mountpoint)) throw new MountError(err);
+      }
+      // A lazily detached mount stays connected while files are open: do not wait forever.
+      const timeout = Bun.sleep(1500).then(() => "timeout");
+      if ((await Promise.race([this.session.ended, timeout])) === "timeout") await this.session.close(500);
+      await this.closed;
+    })();
+    return this.unmounting;
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.unmount();
+  }
+
+  /** Drop cached data (off ≥ 0; len 0 = to EOF) or just attributes (off < 0) of an inode. */
+  invalidateInode(ino: number, off = 0, len = 0): number {
+    const b = new DataView(new ArrayBuffer(24));
+    b.setBigUint64(0, BigInt(ino), true);
+    b.setBigInt64(8, BigInt(off), true);
+    b.setBigInt64(16, BigInt(len), true);
+    return this.session.notify(Notify.INVAL_INODE, new Uint8Array(b.buffer));
+  }
+
+  /** Drop the cached name → inode mapping `name` in directory `parent`. */
+  invalidateEntry(parent: number, name: string): number {
+    const nameBytes = Buffer.from(name, "utf8");
+    const body = new Uint8Array(16 + nameBytes.length + 1);
+    const dv = new DataView(body.buffer);
+    dv.setBigUint64(0, BigInt(parent), true);
+    dv.setUint32(8, nameBytes.length, true);
+    body.set(nameBytes, 16);
+    return this.session.notify(Notify.INVAL_ENTRY, body);
+  }
+}
+
+/** Mount `fs` at `mountpoint`; resolves once the kernel finished INIT. */
+export async function mount(mountpoint: string, fs: InodeFS, options: MountOptions = {}): Promise<Mount> {
+  const flags: MountFlags = {
+    fsname: options.fsname ?? "fuse-uring",
+    subtype: options.subtype ?? "fuse-uring",
+    allowOther: options.allowOther ?? false,
+    defaultPermissions: options.defaultPermissions ?? true,
+    readOnly: options.readOnly ?? false,
+  };
+  const { fd } = attach(mountpoint, flags);
+  let session: Session;
+  try {
+    session = new Session(fd, fs, { ...defaultSessionOptions, ...options });
+    session.start();
+  } catch (e) {
+    detach(mountpoint, true);
+    throw e;
+  }
+  const timeoutMs = options.initTimeoutMs ?? 10000;
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  try {
+    await Promise.race([
+      session.ready,
+      new Promise((_, rej) => (timer = setTimeout(() => rej(new MountError(`kernel did not send INIT within ${timeoutMs} ms`)), timeoutMs))),
+    ]);
+  } catch (e) {
+    clearTimeout(timer);
+    detach(mountpoint, true);
+    await session.close(200);
+    throw e;
+  }
+  clearTimeout(timer);
+  return new Mount(mountpoint, session, options.statsFile);
+}

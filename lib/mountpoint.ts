@@ -1,0 +1,156 @@
+// Attaching a /dev/fuse fd to a mountpoint: mount(2) as root, fusermount3 (the setuid
+// helper, `_FUSE_COMMFD` fd passing) otherwise; and detaching again, even when the daemon that
+// served the mount is gone.
+
+import { spawnSync } from "node:child_process";
+import { existsSync, readFileSync, statSync } from "node:fs";
+import { resolve } from "node:path";
+import { cstr, native } from "./native.ts";
+import { errnoName } from "./fs/errors.ts";
+
+export interface MountFlags {
+  fsname: string;
+  subtype: string;
+  allowOther: boolean;
+  defaultPermissions: boolean;
+  readOnly: boolean;
+  /** extra comma-separated kernel options, e.g. "max_read=131072" */
+  extra?: string;
+}
+
+const MS_RDONLY = 1;
+const MS_NOSUID = 2;
+const MS_NODEV = 4;
+export const MNT_FORCE = 1;
+export const MNT_DETACH = 2;
+
+export class MountError extends Error {
+  constructor(message: string, readonly errno = 0) {
+    super(message);
+    this.name = "MountError";
+  }
+}
+
+/** The kernel parses commas in options; an fsname with a comma would inject options. */
+function checkOptionValue(what: string, value: string): void {
+  if (/[,\s\\]/.test(value)) throw new MountError(`${what} must not contain commas, spaces or backslashes: ${JSON.stringify(value)}`);
+}
+
+export function isRoot(): boolean {
+  return process.getuid?.() === 0;
+}
+
+/** Explains a mountpoint that cannot be used, or returns null when it looks fine. */
+export function checkMountpoint(mountpoint: string): string | null {
+  let st;
+  try {
+    st = statSync(mountpoint);
+  } catch (e) {
+    const code = (e as { code?: string }).code;
+    if (code === "ENOTCONN") return `${mountpoint} is a dead FUSE mount (Transport endpoint is not connected); clean it up with: fuse-uring unmount ${mountpoint}`;
+    if (code === "ENOENT") return `mountpoint ${mountpoint} does not exist (create it with: mkdir -p ${mountpoint})`;
+    return `cannot use mountpoint ${mountpoint}: ${code ?? String(e)}`;
+  }
+  if (!st.isDirectory()) return `mountpoint ${mountpoint} is not a directory`;
+  return null;
+}
+
+export function isMounted(mountpoint: string): boolean {
+  const abs = resolve(mountpoint);
+  const text = readFileSync("/proc/self/mountinfo", "utf8");
+  for (const line of text.split("\n")) {
+    const f = line.split(" ");
+    if (f[4] && unescapeMountinfo(f[4]) === abs) return true;
+  }
+  return false;
+}
+
+function unescapeMountinfo(s: string): string {
+  return s.replace(/\\([0-7]{3})/g, (_, o: string) => String.fromCharCode(parseInt(o, 8)));
+}
+
+/** Opens /dev/fuse and mounts it (root: mount(2); otherwise fusermount3). Returns the fd. */
+export function attach(mountpoint: string, flags: MountFlags): { fd: number; via: "mount" | "fusermount3" } {
+  checkOptionValue("fsname", flags.fsname);
+  checkOptionValue("subtype", flags.subtype);
+  const problem = checkMountpoint(mountpoint);
+  if (problem) throw new MountError(problem);
+  if (!existsSync("/dev/fuse")) throw new MountError("/dev/fuse is missing: load the fuse module (modprobe fuse) or, in a container, pass --device /dev/fuse");
+  const target = resolve(mountpoint);
+  return isRoot() ? attachRoot(target, flags) : attachFusermount(target, flags);
+}
+
+function attachRoot(target: string, flags: MountFlags): { fd: number; via: "mount" } {
+  const n = native();
+  const fd = n.fu_dev_open();
+  if (fd < 0) throw new MountError(`cannot open /dev/fuse: ${errnoName(-fd)}`, -fd);
+  const rootmode = (statSync(target).mode & 0o170000).toString(8);
+  const opts = [`fd=${fd}`, `rootmode=${rootmode}`, `user_id=${process.getuid!()}`, `group_id=${process.getgid!()}`];
+  if (flags.defaultPermissions) opts.push("default_permissions");
+  if (flags.allowOther) opts.push("allow_other");
+  if (flags.extra) opts.push(flags.extra);
+  let mflags = MS_NOSUID | MS_NODEV;
+  if (flags.readOnly) mflags |= MS_RDONLY;
+  const rc = n.fu_mount(cstr(flags.fsname), cstr(target), cstr(`fuse.${flags.subtype}`), mflags, cstr(opts.join(",")));
+  if (rc < 0) {
+    n.fu_close(fd);
+    const e = -rc;
+    const hint = e === 1 ? " (need root or CAP_SYS_ADMIN)" : e === 16 ? " (mountpoint busy)" : e === 19 ? " (fuse filesystem type unknown: modprobe fuse)" : "";
+    throw new MountError(`mount(2) of ${target} failed: ${errnoName(e)}${hint}`, e);
+  }
+  return { fd, via: "mount" };
+}
+
+function fusermountPath(): string {
+  for (const p of ["/usr/bin/fusermount3", "/bin/fusermount3", "/usr/local/bin/fusermount3"]) if (existsSync(p)) return p;
+  throw new MountError("fusermount3 not found: install the fuse3 package (apt-get install fuse3), or run as root");
+}
+
+function attachFusermount(target: string, flags: MountFlags): { fd: number; via: "fusermount3" } {
+  const n = native();
+  const pair = new Int32Array(2);
+  const rc = n.fu_socketpair(pair);
+  if (rc < 0) throw new MountError(`socketpair failed: ${errnoName(-rc)}`, -rc);
+  const opts = [`fsname=${flags.fsname}`, `subtype=${flags.subtype}`, "nosuid", "nodev"];
+  if (flags.defaultPermissions) opts.push("default_permissions");
+  if (flags.allowOther) opts.push("allow_other");
+  if (flags.readOnly) opts.push("ro");
+  if (flags.extra) opts.push(flags.extra);
+  // fusermount3 receives our end of the socket as fd 3 and sends the /dev/fuse fd back on it.
+  const child = spawnSync(fusermountPath(), ["-o", opts.join(","), "--", target], {
+    stdio: ["ignore", "inherit", "pipe", pair[1]!],
+    env: { ...process.env, _FUSE_COMMFD: "3" },
+  });
+  n.fu_close(pair[1]!);
+  if (child.status !== 0) {
+    n.fu_close(pair[0]!);
+    const msg = child.stderr?.toString().trim() || `exit ${child.status}`;
+    const hint = /allow_other/.test(msg) ? " (add user_allow_other to /etc/fuse.conf)" : "";
+    throw new MountError(`fusermount3 failed: ${msg}${hint}`);
+  }
+  const fd = n.fu_recv_fd(pair[0]!);
+  n.fu_close(pair[0]!);
+  if (fd < 0) throw new MountError(`fusermount3 did not pass the /dev/fuse fd: ${errnoName(-fd)}`, -fd);
+  return { fd, via: "fusermount3" };
+}
+
+/**
+ * Unmounts; lazily (MNT_DETACH) when busy or `lazy`. Works when the daemon is dead.
+ * Returns null on success, else an explanation.
+ */
+export function detach(mountpoint: string, lazy = false): string | null {
+  const target = resolve(mountpoint);
+  if (isRoot()) {
+    const n = native();
+    let rc = n.fu_umount(cstr(target), lazy ? MNT_DETACH : 0);
+    if (rc === -16 /* EBUSY */ && !lazy) rc = n.fu_umount(cstr(target), MNT_DETACH);
+    if (rc < 0) return `umount ${target} failed: ${errnoName(-rc)}${-rc === 22 ? " (not mounted)" : ""}`;
+    return null;
+  }
+  const r = spawnSync(fusermountPath(), ["-u", ...(lazy ? ["-z"] : []), "--", target], { encoding: "utf8" });
+  if (r.status !== 0) {
+    const again = lazy ? r : spawnSync(fusermountPath(), ["-u", "-z", "--", target], { encoding: "utf8" });
+    if (again.status !== 0) return `fusermount3 -u ${target} failed: ${(again.stderr || "").trim()}`;
+  }
+  return null;
+}

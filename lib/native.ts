@@ -1,0 +1,89 @@
+// Loads the Zig shim (shim/ABI.md) through bun:ffi. The library is looked up next to the
+// checkout's build output, then FUSE_URING_SHIM, then a prebuilt copy shipped in the package.
+
+import { dlopen, FFIType } from "bun:ffi";
+import { existsSync } from "node:fs";
+import { dirname, join } from "node:path";
+
+const { i32, u32, u64, ptr, function: fn, i64_fast, u64_fast, cstring } = FFIType;
+
+export const symbols = {
+  fu_dev_open: { args: [], returns: i32 },
+  fu_close: { args: [i32], returns: i32 },
+  fu_mount: { args: [ptr, ptr, ptr, u32, ptr], returns: i32 },
+  fu_umount: { args: [ptr, i32], returns: i32 },
+  fu_write: { args: [i32, ptr, u32], returns: i64_fast },
+  fu_backing_open: { args: [i32, i32], returns: i32 },
+  fu_backing_close: { args: [i32, i32], returns: i32 },
+  fu_recv_fd: { args: [i32], returns: i32 },
+  fu_socketpair: { args: [ptr], returns: i32 },
+  fu_last_error: { args: [], returns: i32 },
+
+  fu_classic_create: { args: [i32, u32, u32, fn], returns: ptr },
+  fu_classic_set_op_sizes: { args: [ptr, ptr], returns: FFIType.void },
+  fu_classic_start: { args: [ptr], returns: i32 },
+  fu_classic_header: { args: [ptr, u32], returns: ptr },
+  fu_classic_payload: { args: [ptr, u32], returns: ptr },
+  fu_classic_pop: { args: [ptr, ptr, u32], returns: u32 },
+  fu_classic_reply: { args: [ptr, u32, u32], returns: i64_fast },
+  fu_classic_release: { args: [ptr, u32], returns: FFIType.void },
+  fu_classic_stop: { args: [ptr], returns: FFIType.void },
+  fu_classic_destroy: { args: [ptr], returns: FFIType.void },
+  fu_classic_stats: { args: [ptr], returns: ptr },
+
+  fu_ring_create: { args: [i32, u32, u32, u32, u32, fn, ptr], returns: ptr },
+  fu_ring_start: { args: [ptr], returns: i32 },
+  fu_ring_header: { args: [ptr, u32], returns: ptr },
+  fu_ring_payload: { args: [ptr, u32], returns: ptr },
+  fu_ring_pop: { args: [ptr, ptr, u32], returns: u32 },
+  fu_ring_commit: { args: [ptr, u32], returns: i32 },
+  fu_ring_io: { args: [ptr, u32, u32, i32, u64, u32], returns: i32 },
+  fu_ring_kick: { args: [ptr], returns: FFIType.void },
+  fu_ring_stop: { args: [ptr], returns: FFIType.void },
+  fu_ring_destroy: { args: [ptr], returns: FFIType.void },
+  fu_ring_stats: { args: [ptr], returns: ptr },
+} as const;
+
+void u64_fast;
+void cstring;
+
+export const SHIM_NAME = "libfuse_uring_shim.so";
+
+function candidates(): string[] {
+  const here = dirname(new URL(import.meta.url).pathname);
+  const root = join(here, "..");
+  const out: string[] = [];
+  if (process.env.FUSE_URING_SHIM) out.push(process.env.FUSE_URING_SHIM);
+  out.push(join(root, "zig-out", "lib", SHIM_NAME));
+  out.push(join(root, "prebuilt", `${process.platform}-${process.arch}`, SHIM_NAME));
+  return out;
+}
+
+export type Native = ReturnType<typeof dlopen<typeof symbols>>["symbols"];
+
+let loaded: Native | null = null;
+let overridePath: string | null = null;
+
+/** Used by the standalone binary, which extracts the embedded shim itself. */
+export function setShimPath(path: string): void {
+  overridePath = path;
+}
+
+export function native(): Native {
+  if (loaded) return loaded;
+  const paths = overridePath ? [overridePath] : candidates();
+  const found = paths.find((p) => existsSync(p));
+  if (!found) {
+    throw new Error(
+      `fuse-uring: native shim ${SHIM_NAME} not found (looked in ${paths.join(", ")}). ` +
+        `Build it with: bash scripts/setup.sh   (or: npm run build)`,
+    );
+  }
+  loaded = dlopen(found, symbols).symbols;
+  return loaded;
+}
+
+/** C string for an FFI call (the Buffer must stay referenced during the call). */
+export function cstr(s: string): Buffer {
+  return Buffer.from(s + "\0", "utf8");
+}

@@ -1,0 +1,236 @@
+// Byte-exact encoders and decoders for the FUSE structs the session uses. Each writes into a
+// DataView at an offset (little endian: x86_64/aarch64) and returns the bytes written, so
+// replies are built in place in the transport's native reply buffer with no intermediate
+// objects. Offsets: ../shared/docs/kernel-abi.md §5. Tests: test/codec.test.ts.
+
+import type { Attr, Entry, OpenReply, Statfs } from "../fs/types.ts";
+import { FOPEN, FATTR } from "./constants.ts";
+
+export const ATTR_SIZE = 88;
+export const ENTRY_OUT_SIZE = 128;
+export const ATTR_OUT_SIZE = 104;
+export const OPEN_OUT_SIZE = 16;
+export const WRITE_OUT_SIZE = 8;
+export const STATFS_OUT_SIZE = 80;
+export const INIT_OUT_SIZE = 64;
+export const DIRENT_HEADER = 24;
+export const DIRENTPLUS_HEADER = 152;
+
+const LE = true;
+
+/** Write a JS number as u64 (exact below 2^53). */
+export function setU64(dv: DataView, off: number, v: number): void {
+  dv.setUint32(off, v >>> 0, LE);
+  dv.setUint32(off + 4, Math.floor(v / 4294967296) >>> 0, LE);
+}
+
+/** Read a u64 as a JS number (exact below 2^53). */
+export function getU64(dv: DataView, off: number): number {
+  return dv.getUint32(off, LE) + dv.getUint32(off + 4, LE) * 4294967296;
+}
+
+/** Read an i64 as a JS number. */
+export function getI64(dv: DataView, off: number): number {
+  return dv.getUint32(off, LE) + dv.getInt32(off + 4, LE) * 4294967296;
+}
+
+/** Seconds + fractional nanoseconds → u32 ns, seconds → u64 (negative clamps to 0). */
+function setTime(dv: DataView, secOff: number, nsecOff: number, sec: number, nsec: number): void {
+  setU64(dv, secOff, sec > 0 ? Math.floor(sec) : 0);
+  dv.setUint32(nsecOff, nsec >>> 0, LE);
+}
+
+// struct fuse_attr (88 B)
+export function encodeAttr(dv: DataView, off: number, a: Attr): number {
+  setU64(dv, off + 0, a.ino);
+  setU64(dv, off + 8, a.size);
+  setU64(dv, off + 16, a.blocks);
+  setTime(dv, off + 24, off + 48, a.atime, a.atimeNsec);
+  setTime(dv, off + 32, off + 52, a.mtime, a.mtimeNsec);
+  setTime(dv, off + 40, off + 56, a.ctime, a.ctimeNsec);
+  dv.setUint32(off + 60, a.mode >>> 0, LE);
+  dv.setUint32(off + 64, a.nlink >>> 0, LE);
+  dv.setUint32(off + 68, a.uid >>> 0, LE);
+  dv.setUint32(off + 72, a.gid >>> 0, LE);
+  dv.setUint32(off + 76, a.rdev >>> 0, LE);
+  dv.setUint32(off + 80, (a.blksize ?? 4096) >>> 0, LE);
+  dv.setUint32(off + 84, 0, LE);
+  return ATTR_SIZE;
+}
+
+/** Split a TTL in seconds into (sec u64, nsec u32). */
+function setTtl(dv: DataView, secOff: number, nsecOff: number, ttl: number): void {
+  const t = ttl > 0 ? ttl : 0;
+  const sec = Math.floor(t);
+  setU64(dv, secOff, sec);
+  dv.setUint32(nsecOff, Math.round((t - sec) * 1e9) >>> 0, LE);
+}
+
+// struct fuse_entry_out (128 B)
+export function encodeEntryOut(dv: DataView, off: number, e: Entry, entryTtl: number, attrTtl: number): number {
+  setU64(dv, off + 0, e.ino);
+  setU64(dv, off + 8, e.generation ?? 0);
+  setTtl(dv, off + 16, off + 32, e.entryTtl ?? entryTtl);
+  setTtl(dv, off + 24, off + 36, e.attrTtl ?? attrTtl);
+  encodeAttr(dv, off + 40, e.attr);
+  return ENTRY_OUT_SIZE;
+}
+
+// struct fuse_attr_out (104 B)
+export function encodeAttrOut(dv: DataView, off: number, attr: Attr, ttl: number): number {
+  setTtl(dv, off + 0, off + 8, ttl);
+  dv.setUint32(off + 12, 0, LE);
+  encodeAttr(dv, off + 16, attr);
+  return ATTR_OUT_SIZE;
+}
+
+// struct fuse_open_out (16 B)
+export function encodeOpenOut(dv: DataView, off: number, o: OpenReply): number {
+  let flags = 0;
+  if (o.directIo) flags |= FOPEN.DIRECT_IO;
+  if (o.keepCache) flags |= FOPEN.KEEP_CACHE;
+  if (o.nonSeekable) flags |= FOPEN.NONSEEKABLE;
+  if (o.cacheDir) flags |= FOPEN.CACHE_DIR;
+  if (o.backingId !== undefined && o.backingId > 0) flags |= FOPEN.PASSTHROUGH;
+  setU64(dv, off + 0, o.fh);
+  dv.setUint32(off + 8, flags, LE);
+  dv.setInt32(off + 12, o.backingId !== undefined && o.backingId > 0 ? o.backingId : 0, LE);
+  return OPEN_OUT_SIZE;
+}
+
+// struct fuse_write_out (8 B) — also used by COPY_FILE_RANGE (47)
+export function encodeWriteOut(dv: DataView, off: number, size: number): number {
+  dv.setUint32(off, size >>> 0, LE);
+  dv.setUint32(off + 4, 0, LE);
+  return WRITE_OUT_SIZE;
+}
+
+// struct fuse_statfs_out = fuse_kstatfs (80 B)
+export function encodeStatfsOut(dv: DataView, off: number, s: Statfs): number {
+  setU64(dv, off + 0, s.blocks);
+  setU64(dv, off + 8, s.bfree);
+  setU64(dv, off + 16, s.bavail);
+  setU64(dv, off + 24, s.files);
+  setU64(dv, off + 32, s.ffree);
+  dv.setUint32(off + 40, s.bsize >>> 0, LE);
+  dv.setUint32(off + 44, s.namelen >>> 0, LE);
+  dv.setUint32(off + 48, s.frsize >>> 0, LE);
+  for (let i = 52; i < 80; i += 4) dv.setUint32(off + i, 0, LE);
+  return STATFS_OUT_SIZE;
+}
+
+// struct fuse_out_header (16 B)
+export function encodeOutHeader(dv: DataView, off: number, len: number, error: number, uniqueLo: number, uniqueHi: number): void {
+  dv.setUint32(off + 0, len >>> 0, LE);
+  dv.setInt32(off + 4, error | 0, LE);
+  dv.setUint32(off + 8, uniqueLo >>> 0, LE);
+  dv.setUint32(off + 12, uniqueHi >>> 0, LE);
+}
+
+export interface InitIn {
+  major: number;
+  minor: number;
+  maxReadahead: number;
+  flags: bigint; // flags | flags2 << 32
+}
+
+// struct fuse_init_in (64 B)
+export function decodeInitIn(dv: DataView, off: number): InitIn {
+  const flags = BigInt(dv.getUint32(off + 12, LE)) | (BigInt(dv.getUint32(off + 16, LE)) << 32n);
+  return {
+    major: dv.getUint32(off + 0, LE),
+    minor: dv.getUint32(off + 4, LE),
+    maxReadahead: dv.getUint32(off + 8, LE),
+    flags,
+  };
+}
+
+export interface InitOut {
+  major: number;
+  minor: number;
+  maxReadahead: number;
+  flags: bigint;
+  maxBackground: number;
+  congestionThreshold: number;
+  maxWrite: number;
+  timeGran: number;
+  maxPages: number;
+  maxStackDepth: number;
+  requestTimeout: number;
+}
+
+// struct fuse_init_out (64 B)
+export function encodeInitOut(dv: DataView, off: number, o: InitOut): number {
+  for (let i = 0; i < INIT_OUT_SIZE; i += 4) dv.setUint32(off + i, 0, LE);
+  dv.setUint32(off + 0, o.major, LE);
+  dv.setUint32(off + 4, o.minor, LE);
+  dv.setUint32(off + 8, o.maxReadahead, LE);
+  dv.setUint32(off + 12, Number(o.flags & 0xffffffffn), LE);
+  dv.setUint16(off + 16, o.maxBackground, LE);
+  dv.setUint16(off + 18, o.congestionThreshold, LE);
+  dv.setUint32(off + 20, o.maxWrite, LE);
+  dv.setUint32(off + 24, o.timeGran, LE);
+  dv.setUint16(off + 28, o.maxPages, LE);
+  dv.setUint16(off + 30, 0, LE);
+  dv.setUint32(off + 32, Number((o.flags >> 32n) & 0xffffffffn), LE);
+  dv.setUint32(off + 36, o.maxStackDepth, LE);
+  dv.setUint16(off + 40, o.requestTimeout, LE);
+  return INIT_OUT_SIZE;
+}
+
+/** Record size of one READDIR entry with a name of `nameLen` bytes. */
+export function direntSize(nameLen: number): number {
+  return (DIRENT_HEADER + nameLen + 7) & ~7;
+}
+export function direntplusSize(nameLen: number): number {
+  return (DIRENTPLUS_HEADER + nameLen + 7) & ~7;
+}
+
+/**
+ * struct fuse_dirent at `off` (name bytes must already be at off+24, nameLen long); zero pads
+ * to 8 and returns the record size.
+ */
+export function encodeDirentHeader(bytes: Uint8Array, dv: DataView, off: number, ino: number, nextOff: number, nameLen: number, mode: number): number {
+  setU64(dv, off + 0, ino);
+  setU64(dv, off + 8, nextOff);
+  dv.setUint32(off + 16, nameLen, LE);
+  dv.setUint32(off + 20, (mode & 0o170000) >>> 12, LE);
+  const size = direntSize(nameLen);
+  bytes.fill(0, off + DIRENT_HEADER + nameLen, off + size);
+  return size;
+}
+
+export interface SetattrIn {
+  valid: number;
+  fh: number;
+  size: number;
+  atime: number;
+  mtime: number;
+  ctime: number;
+  atimensec: number;
+  mtimensec: number;
+  ctimensec: number;
+  mode: number;
+  uid: number;
+  gid: number;
+}
+
+// struct fuse_setattr_in (88 B)
+export function decodeSetattrIn(dv: DataView, off: number): SetattrIn {
+  return {
+    valid: dv.getUint32(off + 0, LE),
+    fh: getU64(dv, off + 8),
+    size: getU64(dv, off + 16),
+    atime: getI64(dv, off + 32),
+    mtime: getI64(dv, off + 40),
+    ctime: getI64(dv, off + 48),
+    atimensec: dv.getUint32(off + 56, LE),
+    mtimensec: dv.getUint32(off + 60, LE),
+    ctimensec: dv.getUint32(off + 64, LE),
+    mode: dv.getUint32(off + 68, LE),
+    uid: dv.getUint32(off + 76, LE),
+    gid: dv.getUint32(off + 80, LE),
+  };
+}
+
+export { FATTR };

@@ -1,0 +1,440 @@
+// Decodes each request from its slot (in_header @0, per-op header in op_in @128, the rest in
+// the payload), calls the filesystem, and encodes the answer into the same slot.
+// Handlers may answer synchronously (no allocation here) or with a Promise.
+
+import { Errno, FuseError } from "../fs/errors.ts";
+import type { Attr, AttrReply, CreateReply, DirFiller, Entry, InodeFS, OpenReply, SetattrChanges, Statfs } from "../fs/types.ts";
+import {
+  decodeSetattrIn, direntplusSize, direntSize, encodeAttrOut, encodeDirentHeader, encodeEntryOut,
+  encodeOpenOut, encodeStatfsOut, encodeWriteOut, ENTRY_OUT_SIZE, getI64, getU64, OPEN_OUT_SIZE, setU64,
+} from "../protocol/codec.ts";
+import { FATTR, HDR_OP_IN, Op, FUSE_GETATTR_FH, FUSE_FSYNC_FDATASYNC } from "../protocol/constants.ts";
+import type { Replier } from "./reply.ts";
+import type { Request } from "./request.ts";
+
+export interface DispatchOptions {
+  entryTtl: number;
+  attrTtl: number;
+  negativeTtl: number;
+}
+
+const OP = HDR_OP_IN;
+
+function isThenable<T>(v: T | Promise<T>): v is Promise<T> {
+  return v !== null && typeof v === "object" && typeof (v as { then?: unknown }).then === "function";
+}
+
+export class Dispatcher {
+  /** Set by the session for requests it handles itself (INIT, INTERRUPT, FORGET). */
+  constructor(
+    readonly fs: InodeFS,
+    readonly reply: Replier,
+    readonly opts: DispatchOptions,
+    private readonly unknownOpcode: (req: Request) => void,
+  ) {}
+
+  /** Continue with `k` once `r` settles; exceptions anywhere become errno replies. */
+  private then<T>(req: Request, r: T | Promise<T>, k: (req: Request, v: T) => void): void {
+    if (isThenable(r)) {
+      r.then(
+        (v) => {
+          try {
+            k.call(this, req, v);
+          } catch (e) {
+            this.reply.fail(req, e);
+          }
+        },
+        (e) => this.reply.fail(req, e),
+      );
+    } else {
+      k.call(this, req, r);
+    }
+  }
+
+  dispatch(req: Request): void {
+    try {
+      this.route(req);
+    } catch (e) {
+      this.reply.fail(req, e);
+    }
+  }
+
+  // ---- string helpers ---------------------------------------------------------------------
+  private nameEnd = 0;
+  /** NUL-terminated UTF-8 string at `start` of the payload; sets nameEnd past the NUL. */
+  private name(req: Request, start: number): string {
+    const p = req.slot.payload;
+    let end = p.indexOf(0, start);
+    if (end < 0 || end > req.payloadSize) end = req.payloadSize;
+    this.nameEnd = end + 1;
+    return req.text.toString("utf8", start, end);
+  }
+
+  private missing(req: Request): void {
+    this.reply.error(req, Errno.ENOSYS);
+  }
+
+  private route(req: Request): void {
+    const fs = this.fs;
+    const h = req.slot.header;
+    const nodeid = req.nodeid;
+    switch (req.opcode) {
+      case Op.LOOKUP: {
+        if (!fs.lookup) return this.missing(req);
+        const name = this.name(req, 0);
+        const r = fs.lookup(req, nodeid, name);
+        if (isThenable(r)) r.then((e) => this.entryReply(req, e), (e) => this.lookupFailed(req, e));
+        else this.entryReply(req, r);
+        return;
+      }
+      case Op.GETATTR: {
+        if (!fs.getattr) return this.missing(req);
+        const flags = h.getUint32(OP, true);
+        const fh = flags & FUSE_GETATTR_FH ? getU64(h, OP + 8) : undefined;
+        return this.then(req, fs.getattr(req, nodeid, fh), this.attrReply);
+      }
+      case Op.SETATTR: {
+        if (!fs.setattr) return this.missing(req);
+        return this.then(req, fs.setattr(req, nodeid, setattrChanges(h)), this.attrReply);
+      }
+      case Op.READLINK: {
+        if (!fs.readlink) return this.missing(req);
+        return this.then(req, fs.readlink(req, nodeid), this.bytesReply);
+      }
+      case Op.SYMLINK: {
+        if (!fs.symlink) return this.missing(req);
+        const name = this.name(req, 0);
+        const target = this.name(req, this.nameEnd);
+        return this.then(req, fs.symlink(req, nodeid, name, target), this.entryReply);
+      }
+      case Op.MKNOD: {
+        if (!fs.mknod) return this.missing(req);
+        const mode = h.getUint32(OP, true), rdev = h.getUint32(OP + 4, true), umask = h.getUint32(OP + 8, true);
+        return this.then(req, fs.mknod(req, nodeid, this.name(req, 0), mode, rdev, umask), this.entryReply);
+      }
+      case Op.MKDIR: {
+        if (!fs.mkdir) return this.missing(req);
+        const mode = h.getUint32(OP, true), umask = h.getUint32(OP + 4, true);
+        return this.then(req, fs.mkdir(req, nodeid, this.name(req, 0), mode, umask), this.entryReply);
+      }
+      case Op.UNLINK: {
+        if (!fs.unlink) return this.missing(req);
+        return this.then(req, fs.unlink(req, nodeid, this.name(req, 0)), this.emptyReply);
+      }
+      case Op.RMDIR: {
+        if (!fs.rmdir) return this.missing(req);
+        return this.then(req, fs.rmdir(req, nodeid, this.name(req, 0)), this.emptyReply);
+      }
+      case Op.RENAME:
+      case Op.RENAME2: {
+        if (!fs.rename) return this.missing(req);
+        const newdir = getU64(h, OP);
+        const flags = req.opcode === Op.RENAME2 ? h.getUint32(OP + 8, true) : 0;
+        const oldName = this.name(req, 0);
+        const newName = this.name(req, this.nameEnd);
+        return this.then(req, fs.rename(req, nodeid, oldName, newdir, newName, flags), this.emptyReply);
+      }
+      case Op.LINK: {
+        if (!fs.link) return this.missing(req);
+        const oldnode = getU64(h, OP);
+        return this.then(req, fs.link(req, oldnode, nodeid, this.name(req, 0)), this.entryReply);
+      }
+      case Op.OPEN:
+      case Op.OPENDIR: {
+        const flags = h.getUint32(OP, true);
+        const handler = req.opcode === Op.OPEN ? fs.open : fs.opendir;
+        if (!handler) return this.openReply(req, undefined);
+        return this.then(req, handler.call(fs, req, nodeid, flags), this.openReply);
+      }
+      case Op.READ: {
+        if (!fs.read) return this.missing(req);
+        const fh = getU64(h, OP), offset = getU64(h, OP + 8), size = h.getUint32(OP + 16, true);
+        req.size = size;
+        return this.then(req, fs.read(req, nodeid, fh, offset, size, req.payloadPrefix(size)), this.readReply);
+      }
+      case Op.WRITE: {
+        if (!fs.write) return this.missing(req);
+        const fh = getU64(h, OP), offset = getU64(h, OP + 8), size = h.getUint32(OP + 16, true);
+        const writeFlags = h.getUint32(OP + 20, true), openFlags = h.getUint32(OP + 32, true);
+        if (size > req.payloadSize) throw new FuseError("EIO", `WRITE of ${size} bytes with ${req.payloadSize} payload`);
+        return this.then(req, fs.write(req, nodeid, fh, offset, req.payloadPrefix(size), writeFlags, openFlags), this.writeReply);
+      }
+      case Op.STATFS: {
+        if (!fs.statfs) return this.statfsReply(req, defaultStatfs);
+        return this.then(req, fs.statfs(req, nodeid), this.statfsReply);
+      }
+      case Op.RELEASE:
+      case Op.RELEASEDIR: {
+        const fh = getU64(h, OP), flags = h.getUint32(OP + 8, true);
+        if (req.opcode === Op.RELEASE) {
+          if (!fs.release) return this.emptyReply(req);
+          return this.then(req, fs.release(req, nodeid, fh, flags), this.emptyReply);
+        }
+        if (!fs.releasedir) return this.emptyReply(req);
+        return this.then(req, fs.releasedir(req, nodeid, fh), this.emptyReply);
+      }
+      case Op.FSYNC:
+      case Op.FSYNCDIR: {
+        const fh = getU64(h, OP), datasync = (h.getUint32(OP + 8, true) & FUSE_FSYNC_FDATASYNC) !== 0;
+        const handler = req.opcode === Op.FSYNC ? fs.fsync : fs.fsyncdir;
+        if (!handler) return this.missing(req);
+        return this.then(req, handler.call(fs, req, nodeid, fh, datasync), this.emptyReply);
+      }
+      case Op.FLUSH: {
+        if (!fs.flush) return this.missing(req);
+        const fh = getU64(h, OP);
+        const lockOwner = h.getBigUint64(OP + 16, true);
+        return this.then(req, fs.flush(req, nodeid, fh, lockOwner), this.emptyReply);
+      }
+      case Op.SETXATTR: {
+        if (!fs.setxattr) return this.missing(req);
+        const size = h.getUint32(OP, true), flags = h.getUint32(OP + 4, true);
+        const name = this.name(req, 0);
+        const start = this.nameEnd;
+        const value = req.slot.payload.subarray(start, start + size);
+        return this.then(req, fs.setxattr(req, nodeid, name, value, flags), this.emptyReply);
+      }
+      case Op.GETXATTR: {
+        if (!fs.getxattr) return this.missing(req);
+        req.size = h.getUint32(OP, true);
+        return this.then(req, fs.getxattr(req, nodeid, this.name(req, 0)), this.xattrReply);
+      }
+      case Op.LISTXATTR: {
+        if (!fs.listxattr) return this.missing(req);
+        req.size = h.getUint32(OP, true);
+        return this.then(req, fs.listxattr(req, nodeid), this.listxattrReply);
+      }
+      case Op.REMOVEXATTR: {
+        if (!fs.removexattr) return this.missing(req);
+        return this.then(req, fs.removexattr(req, nodeid, this.name(req, 0)), this.emptyReply);
+      }
+      case Op.READDIR:
+      case Op.READDIRPLUS: {
+        if (!fs.readdir) return this.missing(req);
+        const fh = getU64(h, OP), offset = getU64(h, OP + 8);
+        req.size = h.getUint32(OP + 16, true);
+        const filler = this.filler(req, req.opcode === Op.READDIRPLUS);
+        return this.then(req, fs.readdir(req, nodeid, fh, offset, filler), this.readdirReply);
+      }
+      case Op.ACCESS: {
+        if (!fs.access) return this.missing(req);
+        return this.then(req, fs.access(req, nodeid, h.getUint32(OP, true)), this.emptyReply);
+      }
+      case Op.CREATE: {
+        if (!fs.create) return this.missing(req);
+        const flags = h.getUint32(OP, true), mode = h.getUint32(OP + 4, true), umask = h.getUint32(OP + 8, true);
+        return this.then(req, fs.create(req, nodeid, this.name(req, 0), mode, umask, flags), this.createReply);
+      }
+      case Op.FALLOCATE: {
+        if (!fs.fallocate) return this.missing(req);
+        const fh = getU64(h, OP), offset = getU64(h, OP + 8), length = getU64(h, OP + 16), mode = h.getUint32(OP + 24, true);
+        return this.then(req, fs.fallocate(req, nodeid, fh, offset, length, mode), this.emptyReply);
+      }
+      case Op.LSEEK: {
+        if (!fs.lseek) return this.missing(req);
+        const fh = getU64(h, OP), offset = getI64(h, OP + 8), whence = h.getUint32(OP + 16, true);
+        return this.then(req, fs.lseek(req, nodeid, fh, offset, whence), this.lseekReply);
+      }
+      case Op.COPY_FILE_RANGE:
+      case Op.COPY_FILE_RANGE_64: {
+        if (!fs.copyFileRange) return this.missing(req);
+        const fhIn = getU64(h, OP), offIn = getU64(h, OP + 8), nodeOut = getU64(h, OP + 16);
+        const fhOut = getU64(h, OP + 24), offOut = getU64(h, OP + 32), len = getU64(h, OP + 40);
+        const flags = Number(h.getBigUint64(OP + 48, true));
+        const r = fs.copyFileRange(req, nodeid, fhIn, offIn, nodeOut, fhOut, offOut, len, flags);
+        return this.then(req, r, req.opcode === Op.COPY_FILE_RANGE ? this.writeReply : this.copyRange64Reply);
+      }
+      case Op.SYNCFS:
+        return this.emptyReply(req);
+      case Op.DESTROY: {
+        const r = fs.destroy?.();
+        return this.then(req, r, this.emptyReply);
+      }
+      default:
+        // GETLK/SETLK (POSIX_LOCKS not negotiated), IOCTL, POLL, BMAP, STATX, TMPFILE, …
+        this.unknownOpcode(req);
+        return this.missing(req);
+    }
+  }
+
+  // ---- reply encoders -----------------------------------------------------------------------
+  private emptyReply(req: Request): void {
+    this.reply.ok(req, 0);
+  }
+
+  private entryReply(req: Request, e: Entry): void {
+    encodeEntryOut(req.slot.payloadView, 0, e, this.opts.entryTtl, this.opts.attrTtl);
+    this.reply.ok(req, ENTRY_OUT_SIZE);
+  }
+
+  /** A missing name may be cached as a negative entry (nodeid 0) when negativeTtl > 0. */
+  private lookupFailed(req: Request, err: unknown): void {
+    if (this.opts.negativeTtl > 0 && err instanceof FuseError && err.errno === Errno.ENOENT) {
+      const dv = req.slot.payloadView;
+      req.slot.payload.fill(0, 0, ENTRY_OUT_SIZE);
+      setU64(dv, 16, Math.floor(this.opts.negativeTtl));
+      dv.setUint32(32, Math.round((this.opts.negativeTtl % 1) * 1e9), true);
+      return this.reply.ok(req, ENTRY_OUT_SIZE);
+    }
+    this.reply.fail(req, err);
+  }
+
+  private attrReply(req: Request, a: Attr | AttrReply): void {
+    const isReply = "attr" in a;
+    const attr = isReply ? (a as AttrReply).attr : (a as Attr);
+    const ttl = isReply ? ((a as AttrReply).attrTtl ?? this.opts.attrTtl) : this.opts.attrTtl;
+    this.reply.ok(req, encodeAttrOut(req.slot.payloadView, 0, attr, ttl));
+  }
+
+  private bytesReply(req: Request, v: string | Uint8Array): void {
+    if (typeof v === "string") {
+      const n = req.text.write(v, 0, "utf8");
+      return this.reply.ok(req, n);
+    }
+    req.slot.payload.set(v, 0);
+    this.reply.ok(req, v.length);
+  }
+
+  private openReply(req: Request, o: OpenReply | number | void): void {
+    const dv = req.slot.payloadView;
+    if (o === undefined || o === null) encodeOpenOut(dv, 0, zeroOpen);
+    else if (typeof o === "number") {
+      setU64(dv, 0, o);
+      dv.setUint32(8, 0, true);
+      dv.setUint32(12, 0, true);
+    } else encodeOpenOut(dv, 0, o);
+    this.reply.ok(req, OPEN_OUT_SIZE);
+  }
+
+  private createReply(req: Request, c: CreateReply): void {
+    const dv = req.slot.payloadView;
+    encodeEntryOut(dv, 0, c.entry, this.opts.entryTtl, this.opts.attrTtl);
+    const o = c.open;
+    if (typeof o === "number") {
+      setU64(dv, ENTRY_OUT_SIZE, o);
+      dv.setUint32(ENTRY_OUT_SIZE + 8, 0, true);
+      dv.setUint32(ENTRY_OUT_SIZE + 12, 0, true);
+    } else encodeOpenOut(dv, ENTRY_OUT_SIZE, o);
+    this.reply.ok(req, ENTRY_OUT_SIZE + OPEN_OUT_SIZE);
+  }
+
+  private readReply(req: Request, r: number | Uint8Array): void {
+    if (typeof r === "number") {
+      if (!(r >= 0 && r <= req.size)) throw new Error(`read handler returned ${r} for a ${req.size}-byte read`);
+      return this.reply.ok(req, r);
+    }
+    const n = Math.min(r.length, req.size);
+    // The handler may have returned the very view it was given: no copy needed then.
+    if (r.buffer !== req.slot.payload.buffer || r.byteOffset !== req.slot.payload.byteOffset) {
+      req.slot.payload.set(n === r.length ? r : r.subarray(0, n), 0);
+    }
+    this.reply.ok(req, n);
+  }
+
+  private writeReply(req: Request, n: number): void {
+    this.reply.ok(req, encodeWriteOut(req.slot.payloadView, 0, n));
+  }
+
+  private copyRange64Reply(req: Request, n: number): void {
+    setU64(req.slot.payloadView, 0, n);
+    this.reply.ok(req, 8);
+  }
+
+  private lseekReply(req: Request, off: number): void {
+    setU64(req.slot.payloadView, 0, off);
+    this.reply.ok(req, 8);
+  }
+
+  private statfsReply(req: Request, s: Statfs): void {
+    this.reply.ok(req, encodeStatfsOut(req.slot.payloadView, 0, s));
+  }
+
+  private xattrReply(req: Request, v: Uint8Array | string): void {
+    const bytes = typeof v === "string" ? Buffer.from(v, "utf8") : v;
+    if (req.size === 0) return this.reply.ok(req, encodeWriteOut(req.slot.payloadView, 0, bytes.length));
+    if (bytes.length > req.size) return this.reply.error(req, Errno.ERANGE);
+    req.slot.payload.set(bytes, 0);
+    this.reply.ok(req, bytes.length);
+  }
+
+  private listxattrReply(req: Request, names: string[]): void {
+    let total = 0;
+    for (const n of names) total += Buffer.byteLength(n, "utf8") + 1;
+    if (req.size === 0) return this.reply.ok(req, encodeWriteOut(req.slot.payloadView, 0, total));
+    if (total > req.size) return this.reply.error(req, Errno.ERANGE);
+    let off = 0;
+    for (const n of names) {
+      off += req.text.write(n, off, "utf8");
+      req.slot.payload[off++] = 0;
+    }
+    this.reply.ok(req, off);
+  }
+
+  private readdirReply(req: Request): void {
+    this.reply.ok(req, this.fillers.get(req)!.pos);
+  }
+
+  // ---- readdir ------------------------------------------------------------------------------
+  private readonly fillers = new Map<Request, Filler>();
+  private filler(req: Request, plus: boolean): Filler {
+    let f = this.fillers.get(req);
+    if (!f) {
+      f = new Filler(req, this.opts);
+      this.fillers.set(req, f);
+    }
+    f.reset(plus);
+    return f;
+  }
+}
+
+const zeroOpen: OpenReply = { fh: 0 };
+
+const defaultStatfs: Statfs = { blocks: 0, bfree: 0, bavail: 0, files: 0, ffree: 0, bsize: 512, namelen: 255, frsize: 512 };
+
+/** Writes fuse_dirent / fuse_direntplus records straight into the reply payload. */
+class Filler implements DirFiller {
+  plus = false;
+  pos = 0;
+  constructor(private readonly req: Request, private readonly opts: DispatchOptions) {}
+
+  reset(plus: boolean): void {
+    this.plus = plus;
+    this.pos = 0;
+  }
+
+  add(name: string, nextOffset: number, entry: Entry): boolean {
+    const req = this.req;
+    const nameLen = Buffer.byteLength(name, "utf8");
+    if (nameLen === 0 || nameLen > 1024) throw new FuseError("EIO", `readdir: bad name length ${nameLen}`);
+    const size = this.plus ? direntplusSize(nameLen) : direntSize(nameLen);
+    if (this.pos + size > req.size) return false;
+    const dv = req.slot.payloadView;
+    let off = this.pos;
+    if (this.plus) {
+      const dot = name === "." || name === "..";
+      if (dot || entry.ino === 0) req.slot.payload.fill(0, off, off + ENTRY_OUT_SIZE);
+      else encodeEntryOut(dv, off, entry, this.opts.entryTtl, this.opts.attrTtl);
+      off += ENTRY_OUT_SIZE;
+    }
+    req.text.write(name, off + 24, "utf8");
+    encodeDirentHeader(req.slot.payload, dv, off, entry.attr.ino || entry.ino, nextOffset, nameLen, entry.attr.mode);
+    this.pos += size;
+    return true;
+  }
+}
+
+function setattrChanges(h: DataView): SetattrChanges {
+  const s = decodeSetattrIn(h, OP);
+  const c: SetattrChanges = { valid: s.valid };
+  if (s.valid & FATTR.MODE) c.mode = s.mode;
+  if (s.valid & FATTR.UID) c.uid = s.uid;
+  if (s.valid & FATTR.GID) c.gid = s.gid;
+  if (s.valid & FATTR.SIZE) c.size = s.size;
+  if (s.valid & FATTR.ATIME_NOW) c.atime = "now";
+  else if (s.valid & FATTR.ATIME) c.atime = [s.atime, s.atimensec];
+  if (s.valid & FATTR.MTIME_NOW) c.mtime = "now";
+  else if (s.valid & FATTR.MTIME) c.mtime = [s.mtime, s.mtimensec];
+  if (s.valid & FATTR.CTIME) c.ctime = [s.ctime, s.ctimensec];
+  if (s.valid & FATTR.FH) c.fh = s.fh;
+  return c;
+}

@@ -1,0 +1,453 @@
+// A Session is one mounted connection: it owns the /dev/fuse fd, the transports (the classic
+// /dev/fuse reader always, the io_uring when negotiated), the per-slot request state and the
+// INIT negotiation. Requests flow: shim thread → doorbell → Source.drain → onRequest →
+// Dispatcher → Replier → Source.reply → (batch end) Source.flush.
+
+import { JSCallback } from "bun:ffi";
+import { existsSync, readFileSync } from "node:fs";
+import { errnoName, Errno, FuseError } from "../fs/errors.ts";
+import type { InitInfo, InodeFS } from "../fs/types.ts";
+import { native } from "../native.ts";
+import { decodeInitIn, encodeInitOut, getU64, INIT_OUT_SIZE } from "../protocol/codec.ts";
+import {
+  FUSE_KERNEL_MINOR_VERSION, FUSE_KERNEL_VERSION, HDR_OP_IN, HDR_PAYLOAD_SZ, initBit, initFlagNames, Op, opHeaderSizes, opName,
+} from "../protocol/constants.ts";
+import { ClassicSource } from "../transport/classic.ts";
+import type { Sink, Slot, Source, TransportKind } from "../transport/types.ts";
+import { IORING_SETUP_DEFER_TASKRUN, IORING_SETUP_SINGLE_ISSUER, possibleCpus, UringError, UringSource } from "../transport/uring.ts";
+import { Dispatcher } from "./dispatch.ts";
+import { Replier, type ReplyObserver } from "./reply.ts";
+import { Request } from "./request.ts";
+
+export type TransportChoice = "auto" | "uring" | "classic";
+
+export interface SessionOptions {
+  transport: TransportChoice;
+  queueDepth: number;
+  maxWrite: number;
+  classicSlots: number;
+  entryTtl: number;
+  attrTtl: number;
+  negativeTtl: number;
+  writebackCache: boolean;
+  kernelPassthrough: boolean;
+  /** io_uring setup flags for the ring thread (SINGLE_ISSUER | DEFER_TASKRUN by default) */
+  ringSetupFlags: number;
+  debug: boolean;
+  log: (line: string) => void;
+}
+
+export const defaultSessionOptions: SessionOptions = {
+  transport: "auto",
+  queueDepth: 8,
+  maxWrite: 1 << 20,
+  classicSlots: 16,
+  entryTtl: 1,
+  attrTtl: 1,
+  negativeTtl: 0,
+  writebackCache: false,
+  kernelPassthrough: false,
+  ringSetupFlags: IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN,
+  debug: false,
+  log: (line) => process.stderr.write(line + "\n"),
+};
+
+export interface SessionStats {
+  transport: TransportKind | "pending";
+  transportReason: string;
+  ringRequests: number;
+  devRequests: number;
+  forgets: number;
+  interrupts: number;
+  wakeups: number;
+  cqes: number;
+  submits: number;
+  inflight: number;
+  inflightMax: number;
+  pinnedBytes: number;
+  fixedIo: number;
+  errors: number;
+  replies: number;
+  bufferPools: boolean;
+}
+
+/** Capabilities requested from the kernel (granted = these ∩ offered). */
+function requestedFlags(o: SessionOptions): bigint {
+  let f =
+    initBit("ASYNC_READ") | initBit("BIG_WRITES") | initBit("MAX_PAGES") | initBit("DO_READDIRPLUS") |
+    initBit("READDIRPLUS_AUTO") | initBit("PARALLEL_DIROPS") | initBit("INIT_EXT") | initBit("ABORT_ERROR") |
+    initBit("ASYNC_DIO") | initBit("AUTO_INVAL_DATA") | initBit("HANDLE_KILLPRIV_V2") | initBit("SETXATTR_EXT") |
+    initBit("CACHE_SYMLINKS") | initBit("EXPLICIT_INVAL_DATA") | initBit("NO_EXPORT_SUPPORT");
+  f &= ~initBit("EXPLICIT_INVAL_DATA"); // AUTO_INVAL_DATA is what scripts with changing content want
+  if (o.writebackCache) f |= initBit("WRITEBACK_CACHE");
+  if (o.kernelPassthrough && !o.writebackCache) f |= initBit("PASSTHROUGH");
+  return f;
+}
+
+/** Why the io_uring transport is unavailable, from what the kernel and sysctls say. */
+export function explainNoUring(offered: bigint): string {
+  const param = "/sys/module/fuse/parameters/enable_uring";
+  if (!(offered & initBit("OVER_IO_URING"))) {
+    if (!existsSync(param)) return "kernel has no FUSE-over-io_uring (needs Linux ≥ 6.14 with CONFIG_FUSE_IO_URING)";
+    const v = readFileSync(param, "utf8").trim();
+    if (v === "N" || v === "0") return `enable_uring is N (as root: echo Y > ${param})`;
+    return "kernel did not offer FUSE_OVER_IO_URING";
+  }
+  return "";
+}
+
+export function explainRingError(errno: number): string {
+  let disabled = "";
+  try {
+    disabled = readFileSync("/proc/sys/kernel/io_uring_disabled", "utf8").trim();
+  } catch {}
+  if (errno === Errno.EPERM) {
+    if (disabled === "2") return "io_uring is disabled (kernel.io_uring_disabled=2)";
+    if (disabled === "1") return "io_uring is restricted (kernel.io_uring_disabled=1 and not in io_uring_group)";
+    return "io_uring blocked with EPERM (a seccomp filter, e.g. a container's default profile)";
+  }
+  if (errno === Errno.ENOSYS) return "io_uring syscalls are not available (ENOSYS)";
+  if (errno === Errno.ENOMEM) return "cannot allocate/pin ring memory (ENOMEM: lower --queue-depth/--max-write or raise RLIMIT_MEMLOCK)";
+  return `io_uring setup failed: ${errnoName(errno)}`;
+}
+
+export class Session implements Sink, ReplyObserver {
+  readonly opts: SessionOptions;
+  private classic: ClassicSource;
+  private uring: UringSource | null = null;
+  private readonly reqs = new Map<Source, Request[]>();
+  private readonly replier: Replier;
+  private readonly dispatcher: Dispatcher;
+  private readonly doorbell: JSCallback;
+  private readonly flushBound = () => this.flushAll();
+  private flushScheduled = false;
+  alive = true;
+  private stoppedSources = new Set<Source>();
+  private transport: TransportKind | "pending" = "pending";
+  private transportReason = "";
+  private counters = { forgets: 0, interrupts: 0, inflight: 0, inflightMax: 0, errors: 0, replies: 0, devRequests: 0, ringRequests: 0, wakeups: 0 };
+  private seenErrors = new Set<string>();
+  private bufferPools = false;
+  initInfo: InitInfo | null = null;
+
+  private readyResolve!: (info: InitInfo) => void;
+  private readyReject!: (e: Error) => void;
+  /** Settles when INIT was answered (and the ring registered) or failed. */
+  readonly ready: Promise<InitInfo>;
+  private endedResolve!: (reason: string) => void;
+  /** Settles when every source stopped (unmount, abort, daemon shutdown). */
+  readonly ended: Promise<string>;
+  private endReason = "";
+
+  constructor(readonly fd: number, readonly fs: InodeFS, options: Partial<SessionOptions> = {}) {
+    this.opts = { ...defaultSessionOptions, ...options };
+    this.ready = new Promise((res, rej) => {
+      this.readyResolve = res;
+      this.readyReject = rej;
+    });
+    this.ready.catch(() => {});
+    this.ended = new Promise((res) => (this.endedResolve = res));
+    this.replier = new Replier(this);
+    this.dispatcher = new Dispatcher(fs, this.replier, this.opts, (req) => {
+      if (this.opts.debug) this.opts.log(`fuse: unsupported opcode ${opName(req.opcode)} (${req.opcode}) → ENOSYS`);
+    });
+    this.doorbell = new JSCallback((source: number) => this.onDoorbell(source), { args: ["u32"], returns: "void", threadsafe: true });
+    const payloadSize = roundUp(Math.max(8192, this.opts.maxWrite), 4096);
+    this.classic = new ClassicSource(this, {
+      fd,
+      slots: this.opts.classicSlots,
+      payloadSize,
+      doorbell: this.doorbell.ptr!,
+      opSizes: opHeaderSizes(false),
+    });
+    this.reqs.set(this.classic, this.classic.slots.map((s) => new Request(s)));
+  }
+
+  /** Start reading /dev/fuse; call after the fd is attached to a mount. */
+  start(): void {
+    this.classic.start();
+  }
+
+  // ---- doorbell and batching ------------------------------------------------------------------
+  private onDoorbell(source: number): void {
+    this.counters.wakeups++;
+    if (source === 1) this.uring?.drain();
+    else this.classic.drain();
+    this.flushAll();
+  }
+
+  private flushAll(): void {
+    this.flushScheduled = false;
+    this.uring?.flush();
+  }
+
+  onRequest(slot: Slot): void {
+    const req = this.reqs.get(slot.source)![slot.index]!;
+    const h = slot.header;
+    req.opcode = h.getUint32(4, true);
+    req.uniqueLo = h.getUint32(8, true);
+    req.uniqueHi = h.getUint32(12, true);
+    req.nodeid = getU64(h, 16);
+    req.uid = h.getUint32(24, true);
+    req.gid = h.getUint32(28, true);
+    req.pid = h.getUint32(32, true);
+    req.payloadSize = h.getUint32(HDR_PAYLOAD_SZ, true);
+    req.busy = true;
+    if (slot.source.kind === "uring") this.counters.ringRequests++;
+    else this.counters.devRequests++;
+    const c = this.counters;
+    if (++c.inflight > c.inflightMax) c.inflightMax = c.inflight;
+    if (this.opts.debug) req.startedAt = performance.now();
+    switch (req.opcode) {
+      case Op.INIT:
+        return this.handleInit(req);
+      case Op.FORGET:
+        c.forgets++;
+        this.forget(req.nodeid, getU64(h, HDR_OP_IN));
+        return this.replier.none(req);
+      case Op.BATCH_FORGET: {
+        const count = h.getUint32(HDR_OP_IN, true);
+        const dv = slot.payloadView;
+        for (let i = 0; i < count && (i + 1) * 16 <= req.payloadSize; i++) this.forget(getU64(dv, i * 16), getU64(dv, i * 16 + 8));
+        c.forgets += count;
+        return this.replier.none(req);
+      }
+      case Op.INTERRUPT:
+        c.interrupts++;
+        this.interrupt(getU64(h, HDR_OP_IN));
+        return this.replier.none(req);
+    }
+    this.dispatcher.dispatch(req);
+    // Replies from handlers that settle later arrive outside a doorbell batch: flush them
+    // once per microtask checkpoint instead of once per reply.
+    if (!this.flushScheduled && this.uring) {
+      this.flushScheduled = true;
+      queueMicrotask(this.flushBound);
+    }
+  }
+
+  private forget(nodeid: number, nlookup: number): void {
+    try {
+      this.fs.forget?.(nodeid, nlookup);
+    } catch (e) {
+      this.unexpectedError("FORGET", e);
+    }
+  }
+
+  private interrupt(target: number): void {
+    for (const list of this.reqs.values()) {
+      for (const r of list) if (r.busy && r.uniqueNumber === target) return r.interrupt();
+    }
+  }
+
+  onIoDone(slot: Slot, res: number): void {
+    this.reqs.get(slot.source)![slot.index]!.ioDone(res);
+  }
+
+  onStopped(source: Source, errno: number): void {
+    this.stoppedSources.add(source);
+    if (!this.endReason) this.endReason = errno === Errno.ENODEV ? "unmounted" : errno === Errno.ECONNABORTED ? "connection aborted" : `transport stopped: ${errnoName(errno)}`;
+    if (this.transport === "pending") this.readyReject(new Error(`connection ended before INIT (${this.endReason})`));
+    // The classic reader ending means the connection is gone; the ring follows (its entries
+    // complete with ENOTCONN). Stop everything so teardown never waits on a dead kernel side.
+    this.classic.stop();
+    this.uring?.stop();
+    const all = this.uring ? this.stoppedSources.has(this.uring) && this.stoppedSources.has(this.classic) : this.stoppedSources.has(this.classic);
+    if (all) this.endedResolve(this.endReason);
+  }
+
+  // ---- INIT -----------------------------------------------------------------------------------
+  private handleInit(req: Request): void {
+    const h = req.slot.header;
+    const init = decodeInitIn(h, HDR_OP_IN);
+    if (init.major !== FUSE_KERNEL_VERSION || init.minor < 31) {
+      this.replier.error(req, Errno.EPROTO);
+      this.readyReject(new Error(`unsupported FUSE protocol ${init.major}.${init.minor} (need 7.31+)`));
+      return;
+    }
+    const o = this.opts;
+    let flags = requestedFlags(o) & init.flags;
+    this.bufferPools = (init.flags & initBit("HAS_IO_URING_BUFPOOL")) !== 0n;
+
+    // Decide the transport before answering: advertising io_uring and then failing to
+    // register entries would block every request (kernel-abi §12.4).
+    let want = o.transport !== "classic";
+    let reason = o.transport === "classic" ? "requested with --transport classic" : explainNoUring(init.flags);
+    if (want && reason) want = false;
+    const payloadSize = roundUp(Math.max(8192, o.maxWrite), 4096);
+    if (want) {
+      try {
+        this.uring = new UringSource(this, {
+          fd: this.fd, queues: possibleCpus(), depth: o.queueDepth, payloadSize, setupFlags: o.ringSetupFlags, doorbell: this.doorbell.ptr!,
+        });
+        const ring = this.uring;
+        const ringIo = (slot: Slot, kind: 1 | 2, fd: number, offset: number, len: number) => ring.io(slot, kind, fd, offset, len);
+        this.reqs.set(ring, ring.slots.map((s) => Object.assign(new Request(s), { ringIo })));
+        flags |= initBit("OVER_IO_URING");
+        reason = "kernel offered FUSE_OVER_IO_URING";
+      } catch (e) {
+        reason = e instanceof UringError ? explainRingError(e.errno) : String(e);
+        this.uring = null;
+      }
+    }
+    if (o.transport === "uring" && !this.uring) {
+      this.replier.error(req, Errno.EPROTO);
+      this.readyReject(new Error(`io_uring transport unavailable: ${reason}`));
+      return;
+    }
+    this.transport = this.uring ? "uring" : "classic";
+    this.transportReason = reason;
+    this.classic.setOpSizes(opHeaderSizes((flags & initBit("SETXATTR_EXT")) !== 0n));
+
+    const maxPages = Math.min(256, Math.ceil(o.maxWrite / 4096));
+    encodeInitOut(req.slot.payloadView, 0, {
+      major: FUSE_KERNEL_VERSION,
+      minor: FUSE_KERNEL_MINOR_VERSION,
+      maxReadahead: init.maxReadahead,
+      flags,
+      maxBackground: 64,
+      congestionThreshold: 48,
+      maxWrite: o.maxWrite,
+      timeGran: 1,
+      maxPages,
+      maxStackDepth: flags & initBit("PASSTHROUGH") ? 1 : 0,
+      requestTimeout: 0,
+    });
+    this.replier.ok(req, INIT_OUT_SIZE);
+
+    if (this.uring) {
+      try {
+        this.uring.start();
+      } catch (e) {
+        // Cannot happen short of a shim bug; the kernel would block all I/O, so abort loudly.
+        this.readyReject(new Error(`io_uring register failed after INIT: ${String(e)}`));
+        return;
+      }
+    }
+    const info: InitInfo = {
+      kernelMinor: init.minor,
+      offered: init.flags,
+      granted: flags,
+      grantedNames: initFlagNames(flags),
+      maxWrite: o.maxWrite,
+      maxReadahead: init.maxReadahead,
+      transport: this.transport,
+      backingOpen: (fd) => this.backingOpen(fd),
+      backingClose: (id) => this.backingClose(id),
+    };
+    this.initInfo = info;
+    if (o.debug) {
+      o.log(`fuse: INIT kernel ${init.major}.${init.minor} offered [${initFlagNames(init.flags).join(" ")}]`);
+      o.log(`fuse: INIT granted [${info.grantedNames.join(" ")}] max_write=${o.maxWrite} max_pages=${maxPages}`);
+      o.log(`fuse: transport=${this.transport} (${reason})` + (this.uring ? ` queues=${possibleCpus()} depth=${o.queueDepth} pinned=${this.uring.pinnedBytes} bytes` : ""));
+      o.log(this.bufferPools ? "fuse: kernel offers io_uring buffer pools (FUSE 7.46); using per-entry payload buffers" : "fuse: no io_uring buffer pools in this kernel: per-entry payload buffers");
+    }
+    Promise.resolve(this.fs.init?.(info)).then(
+      () => this.readyResolve(info),
+      (e) => this.readyReject(e instanceof Error ? e : new Error(String(e))),
+    );
+  }
+
+  backingOpen(fd: number): number {
+    const id = native().fu_backing_open(this.fd, fd);
+    if (id < 0) throw new FuseError(-id, `FUSE_DEV_IOC_BACKING_OPEN failed: ${errnoName(-id)}${-id === Errno.EPERM ? " (kernel passthrough needs CAP_SYS_ADMIN and FUSE_PASSTHROUGH)" : ""}`);
+    return id;
+  }
+
+  backingClose(id: number): void {
+    native().fu_backing_close(this.fd, id);
+  }
+
+  get transportInfo(): { transport: TransportKind | "pending"; reason: string } {
+    return { transport: this.transport, reason: this.transportReason };
+  }
+
+  // ---- ReplyObserver --------------------------------------------------------------------------
+  done(req: Request, error: number): void {
+    const c = this.counters;
+    c.inflight--;
+    c.replies++;
+    if (error) c.errors++;
+    if (this.opts.debug) {
+      const ms = (performance.now() - req.startedAt).toFixed(3);
+      this.opts.log(`fuse: #${req.uniqueNumber} ${opName(req.opcode)} node=${req.nodeid} → ${error ? errnoName(error) : "OK"} ${ms} ms [${req.slot.source.kind}]`);
+    }
+  }
+
+  unexpected(req: Request, err: unknown): void {
+    this.unexpectedError(opName(req.opcode), err);
+  }
+
+  private unexpectedError(what: string, err: unknown): void {
+    const text = err instanceof Error ? (err.stack ?? err.message) : String(err);
+    if (this.seenErrors.has(text)) return;
+    if (this.seenErrors.size < 1000) this.seenErrors.add(text);
+    this.opts.log(`fuse-uring: handler for ${what} threw (answered EIO): ${text}`);
+  }
+
+  // ---- notifications (always via /dev/fuse, also when the ring is active) ----------------------
+  private notifyBuf = new Uint8Array(16 + 4096);
+  notify(code: number, body: Uint8Array): number {
+    if (!this.alive) return -Errno.ENOTCONN;
+    const len = 16 + body.length;
+    if (this.notifyBuf.length < len) this.notifyBuf = new Uint8Array(len);
+    const dv = new DataView(this.notifyBuf.buffer);
+    dv.setUint32(0, len, true);
+    dv.setInt32(4, code, true);
+    dv.setBigUint64(8, 0n, true);
+    this.notifyBuf.set(body, 16);
+    const rc = Number(native().fu_write(this.fd, this.notifyBuf, len));
+    return rc < 0 ? rc : 0;
+  }
+
+  // ---- stats and teardown ---------------------------------------------------------------------
+  stats(): SessionStats {
+    const c = this.classic.stats();
+    const u = this.uring?.stats();
+    return {
+      transport: this.transport,
+      transportReason: this.transportReason,
+      ringRequests: this.counters.ringRequests,
+      devRequests: this.counters.devRequests,
+      forgets: this.counters.forgets,
+      interrupts: this.counters.interrupts,
+      wakeups: this.counters.wakeups,
+      cqes: u?.cqes ?? 0,
+      submits: u?.submits ?? 0,
+      inflight: this.counters.inflight,
+      inflightMax: this.counters.inflightMax,
+      pinnedBytes: this.uring?.pinnedBytes ?? 0,
+      fixedIo: u?.fixedIo ?? 0,
+      errors: this.counters.errors + c.errors + (u?.errors ?? 0),
+      replies: this.counters.replies,
+      bufferPools: this.bufferPools,
+    };
+  }
+
+  /**
+   * Stop the transports and free native memory. Waits (bounded) for handlers still running so
+   * no reply is written into freed memory; if some never settle, the memory is leaked instead.
+   */
+  async close(graceMs = 2000): Promise<void> {
+    if (!this.alive) return;
+    this.classic.stop();
+    this.uring?.stop();
+    const deadline = Date.now() + graceMs;
+    while (this.counters.inflight > 0 && Date.now() < deadline) await Bun.sleep(10);
+    const leak = this.counters.inflight > 0;
+    this.alive = false;
+    if (!leak) {
+      this.uring?.destroy();
+      this.classic.destroy();
+    } else {
+      this.opts.log(`fuse-uring: ${this.counters.inflight} handlers never settled; leaving their buffers allocated`);
+    }
+    native().fu_close(this.fd);
+    this.doorbell.close();
+    this.endedResolve(this.endReason || "closed");
+  }
+}
+
+function roundUp(n: number, to: number): number {
+  return Math.ceil(n / to) * to;
+}

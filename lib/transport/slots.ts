@@ -1,0 +1,42 @@
+// Builds Slot views over shim-owned memory once, and drains completion records.
+
+import { toArrayBuffer, type Pointer } from "bun:ffi";
+import { RING_HEADER_SIZE } from "../protocol/constants.ts";
+import type { Sink, Slot, Source } from "./types.ts";
+import { COMPLETION_IO_DONE, COMPLETION_REQUEST, COMPLETION_STOPPED } from "./types.ts";
+
+export function makeSlot(source: Source, index: number, header: Pointer, payload: Pointer, payloadSize: number): Slot {
+  const hbuf = toArrayBuffer(header, 0, RING_HEADER_SIZE);
+  const pbuf = toArrayBuffer(payload, 0, payloadSize);
+  return {
+    source,
+    index,
+    header: new DataView(hbuf),
+    headerBytes: new Uint8Array(hbuf),
+    payload: new Uint8Array(pbuf),
+    payloadView: new DataView(pbuf),
+  };
+}
+
+/** Completion records are { kind: u32, idx: u32, res: i64 } (shim/ABI.md). */
+export const COMPLETION_SIZE = 16;
+export const COMPLETION_BATCH = 256;
+
+export class CompletionBuffer {
+  readonly bytes = new Uint8Array(COMPLETION_SIZE * COMPLETION_BATCH);
+  private readonly view = new DataView(this.bytes.buffer);
+
+  /** Dispatch `count` records popped into `bytes`; returns true if STOPPED was seen. */
+  dispatch(count: number, source: Source, sink: Sink): void {
+    const v = this.view;
+    for (let i = 0; i < count; i++) {
+      const off = i * COMPLETION_SIZE;
+      const kind = v.getUint32(off, true);
+      const idx = v.getUint32(off + 4, true);
+      const res = Number(v.getBigInt64(off + 8, true));
+      if (kind === COMPLETION_REQUEST) sink.onRequest(source.slots[idx]!);
+      else if (kind === COMPLETION_IO_DONE) sink.onIoDone(source.slots[idx]!, res);
+      else if (kind === COMPLETION_STOPPED) sink.onStopped(source, -res);
+    }
+  }
+}

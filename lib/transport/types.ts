@@ -1,0 +1,54 @@
+// The seam between wire transports and the session. Both transports present requests in one
+// layout — the io_uring entry layout (struct fuse_uring_req_header + payload buffer) — so the
+// session decodes one format. Views over native memory are created once per slot.
+
+export type TransportKind = "classic" | "uring";
+
+/** One request slot: header + payload, both views over native memory owned by the shim. */
+export interface Slot {
+  readonly source: Source;
+  readonly index: number;
+  /** 288-byte header: in_out @0 (in_header / out_header), op_in @128, ent_in_out @256. */
+  readonly header: DataView;
+  readonly headerBytes: Uint8Array;
+  /** The whole payload buffer: request args after op_in, and the reply's out args. */
+  readonly payload: Uint8Array;
+  readonly payloadView: DataView;
+}
+
+export interface SourceStats {
+  requests: number;
+  wakeups: number;
+  cqes: number;
+  submits: number;
+  errors: number;
+  fixedIo: number;
+}
+
+/** A producer of requests: the /dev/fuse reader, or the FUSE io_uring. */
+export interface Source {
+  readonly kind: TransportKind;
+  readonly slots: readonly Slot[];
+  /** Drain arrived completions; calls the sink for each. */
+  drain(): void;
+  /** Send the reply already written in slot (out_header at 0, `payloadLen` bytes of payload). */
+  reply(slot: Slot, payloadLen: number): void;
+  /** Give the slot back without a reply (FORGET, INTERRUPT, …). */
+  release(slot: Slot): void;
+  /** End of a batch: submit what reply() queued. */
+  flush(): void;
+  stop(): void;
+  destroy(): void;
+  stats(): SourceStats;
+  readonly pinnedBytes: number;
+}
+
+export interface Sink {
+  onRequest(slot: Slot): void;
+  onIoDone(slot: Slot, res: number): void;
+  onStopped(source: Source, errno: number): void;
+}
+
+export const COMPLETION_REQUEST = 0;
+export const COMPLETION_IO_DONE = 1;
+export const COMPLETION_STOPPED = 2;

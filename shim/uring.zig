@@ -1,0 +1,44 @@
+//! Zig view of shim/uring_wrappers.c (liburing behind non-inline functions, see that file for
+//! why). `Ring` and `Sqe` are opaque; `Cqe` is the kernel's 16-byte CQE (no CQE32).
+
+const std = @import("std");
+
+pub const Ring = opaque {};
+pub const Sqe = opaque {};
+
+pub const Cqe = extern struct {
+    user_data: u64,
+    res: i32,
+    flags: u32,
+};
+
+comptime {
+    std.debug.assert(@sizeOf(Cqe) == 16);
+}
+
+/// Setup flags (kernel-abi.md §15).
+pub const setup_sqe128: u32 = 1 << 10;
+pub const setup_single_issuer: u32 = 1 << 12;
+pub const setup_defer_taskrun: u32 = 1 << 13;
+
+/// FUSE uring cmd_op values (kernel-abi.md §12.2).
+pub const fuse_cmd_register: u32 = 1;
+pub const fuse_cmd_commit_and_fetch: u32 = 2;
+
+/// Kernel limit on SQ entries (IORING_MAX_ENTRIES).
+pub const max_sq_entries: u32 = 32768;
+
+pub extern fn fuw_ring_size() c_uint;
+pub extern fn fuw_ring_align() c_uint;
+pub extern fn fuw_init(ring: *Ring, sq_entries: c_uint, cq_entries: c_uint, flags: c_uint) c_int;
+pub extern fn fuw_exit(ring: *Ring) void;
+pub extern fn fuw_register_buffers(ring: *Ring, iov: [*]const std.posix.iovec, n: c_uint) c_int;
+pub extern fn fuw_get_sqe(ring: *Ring) ?*Sqe;
+pub extern fn fuw_submit(ring: *Ring) c_int;
+pub extern fn fuw_submit_and_wait(ring: *Ring, wait_nr: c_uint) c_int;
+pub extern fn fuw_submit_and_get_events(ring: *Ring) c_int;
+pub extern fn fuw_peek_batch(ring: *Ring, cqes: [*]*Cqe, max: c_uint) c_uint;
+pub extern fn fuw_cq_advance(ring: *Ring, n: c_uint) void;
+pub extern fn fuw_prep_fuse_cmd(sqe: *Sqe, fd: c_int, cmd_op: u32, addr: u64, len: u32, commit_id: u64, qid: u16, user_data: u64) void;
+pub extern fn fuw_prep_read(sqe: *Sqe, fd: c_int, buf: *anyopaque, len: c_uint, off: u64, user_data: u64) void;
+pub extern fn fuw_prep_rw(sqe: *Sqe, write: c_int, fixed: c_int, fd: c_int, buf: *anyopaque, len: c_uint, off: u64, buf_index: c_uint, user_data: u64) void;

@@ -1,0 +1,105 @@
+/* Non-inline wrappers over liburing for ring.zig.
+ *
+ * Why this file exists: liburing 2.3's hot-path helpers (io_uring_get_sqe, io_uring_cq_advance,
+ * io_uring_peek_cqe, the prep helpers, ...) are `static inline` functions built on C11 atomics.
+ * Zig 0.15.1's translate-c (@cImport) still cannot translate them: they become undefined
+ * externs (`_io_uring_get_sqe`, `io_uring_cq_advance`, `__io_uring_peek_cqe` fail to link;
+ * checked when this file was written). Compiling them here, in C, into the same shared library
+ * keeps the Zig side free of @cImport: ring.zig sees an opaque `struct io_uring`, an opaque SQE
+ * and the 16-byte CQE, whose layout is kernel ABI.
+ *
+ * Every function returns what liburing returns: >= 0 or -errno.
+ */
+#include <liburing.h>
+#include <stdint.h>
+#include <string.h>
+
+/* Size/alignment of struct io_uring, so ring.zig can reserve it on the ring thread's stack
+ * and check its reservation at run time. */
+unsigned fuw_ring_size(void) { return (unsigned)sizeof(struct io_uring); }
+unsigned fuw_ring_align(void) { return (unsigned)_Alignof(struct io_uring); }
+
+/* CQSIZE: the CQ must hold a completion for every entry, every I/O and the wake-up read at
+ * once, independent of the SQ size. */
+int fuw_init(struct io_uring *ring, unsigned sq_entries, unsigned cq_entries, unsigned flags)
+{
+	struct io_uring_params p;
+	memset(&p, 0, sizeof(p));
+	p.flags = flags | IORING_SETUP_CQSIZE;
+	p.cq_entries = cq_entries;
+	return io_uring_queue_init_params(sq_entries, ring, &p);
+}
+
+void fuw_exit(struct io_uring *ring) { io_uring_queue_exit(ring); }
+
+int fuw_register_buffers(struct io_uring *ring, const struct iovec *iov, unsigned n)
+{
+	return io_uring_register_buffers(ring, iov, n);
+}
+
+struct io_uring_sqe *fuw_get_sqe(struct io_uring *ring) { return io_uring_get_sqe(ring); }
+
+int fuw_submit(struct io_uring *ring) { return io_uring_submit(ring); }
+
+/* Submits and blocks for at least one completion (GETEVENTS: with DEFER_TASKRUN this is also
+ * where the kernel runs the task work that copies requests into our buffers). */
+int fuw_submit_and_wait(struct io_uring *ring, unsigned wait_nr)
+{
+	return io_uring_submit_and_wait(ring, wait_nr);
+}
+
+/* Submits and reaps without blocking (GETEVENTS, min_complete 0). */
+int fuw_submit_and_get_events(struct io_uring *ring) { return io_uring_submit_and_get_events(ring); }
+
+unsigned fuw_peek_batch(struct io_uring *ring, struct io_uring_cqe **cqes, unsigned max)
+{
+	return io_uring_peek_batch_cqe(ring, cqes, max);
+}
+
+void fuw_cq_advance(struct io_uring *ring, unsigned n) { io_uring_cq_advance(ring, n); }
+
+/* IORING_OP_URING_CMD for /dev/fuse (kernel-abi.md §12.2). The whole 128-byte SQE is cleared
+ * (SQEs are reused; the kernel reads struct fuse_uring_cmd_req from sqe->cmd, bytes 48..72, and
+ * stale bytes there would be read as flags/padding). liburing 2.3 has no struct
+ * fuse_uring_cmd_req, so its fields are written at their UAPI offsets inside cmd[]:
+ * flags u64 @0 (0), commit_id u64 @8, qid u16 @16. */
+void fuw_prep_fuse_cmd(struct io_uring_sqe *sqe, int fd, uint32_t cmd_op, uint64_t addr,
+		       uint32_t len, uint64_t commit_id, uint16_t qid, uint64_t user_data)
+{
+	memset(sqe, 0, 128);
+	sqe->opcode = IORING_OP_URING_CMD;
+	sqe->fd = fd;
+	sqe->cmd_op = cmd_op;
+	sqe->addr = addr;
+	sqe->len = len;
+	sqe->user_data = user_data;
+	memcpy(sqe->cmd + 8, &commit_id, sizeof(commit_id));
+	memcpy(sqe->cmd + 16, &qid, sizeof(qid));
+}
+
+/* Plain read (the eventfd wake-up read). */
+void fuw_prep_read(struct io_uring_sqe *sqe, int fd, void *buf, unsigned len, uint64_t off,
+		   uint64_t user_data)
+{
+	io_uring_prep_read(sqe, fd, buf, len, off);
+	sqe->user_data = user_data;
+}
+
+/* READ/WRITE into/from an entry's payload: *_FIXED when the payloads are registered buffers
+ * (buf_index = entry), plain READ/WRITE otherwise. */
+void fuw_prep_rw(struct io_uring_sqe *sqe, int write, int fixed, int fd, void *buf, unsigned len,
+		 uint64_t off, unsigned buf_index, uint64_t user_data)
+{
+	if (fixed) {
+		if (write)
+			io_uring_prep_write_fixed(sqe, fd, buf, len, off, (int)buf_index);
+		else
+			io_uring_prep_read_fixed(sqe, fd, buf, len, off, (int)buf_index);
+	} else {
+		if (write)
+			io_uring_prep_write(sqe, fd, buf, len, off);
+		else
+			io_uring_prep_read(sqe, fd, buf, len, off);
+	}
+	sqe->user_data = user_data;
+}

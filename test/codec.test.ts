@@ -1,0 +1,233 @@
+// Byte-exact wire vectors for every struct the session encodes or decodes, one commented row
+// per field (offsets from kernel-abi.md §5). These sit beside the real-kernel integration
+// tests: a wrong offset fails here with the exact byte.
+
+import { describe, expect, test } from "bun:test";
+import type { Attr } from "../lib/fs/types.ts";
+import {
+  decodeInitIn, decodeSetattrIn, direntplusSize, direntSize, encodeAttr, encodeAttrOut, encodeDirentHeader,
+  encodeEntryOut, encodeInitOut, encodeOpenOut, encodeOutHeader, encodeStatfsOut, encodeWriteOut, getI64, getU64, setU64,
+} from "../lib/protocol/codec.ts";
+import { initBit, initFlagNames, Op, opHeaderSizes } from "../lib/protocol/constants.ts";
+
+/** Little-endian bytes of an unsigned integer of `n` bytes. */
+function le(v: number | bigint, n: number): number[] {
+  let x = BigInt(v);
+  if (x < 0n) x += 1n << BigInt(8 * n);
+  const out: number[] = [];
+  for (let i = 0; i < n; i++) {
+    out.push(Number(x & 0xffn));
+    x >>= 8n;
+  }
+  return out;
+}
+const u64 = (v: number | bigint) => le(v, 8);
+const u32 = (v: number | bigint) => le(v, 4);
+const u16 = (v: number | bigint) => le(v, 2);
+const i32 = (v: number) => le(v, 4);
+
+function buf(n: number): { bytes: Uint8Array; dv: DataView } {
+  const bytes = new Uint8Array(n).fill(0xee); // poison: every byte must be written
+  return { bytes, dv: new DataView(bytes.buffer) };
+}
+
+const attr: Attr = {
+  ino: 0x0102030405, size: 2 ** 40 + 7, blocks: 9, atime: 1700000000, atimeNsec: 111, mtime: 1700000001,
+  mtimeNsec: 222, ctime: 1700000002, ctimeNsec: 333, mode: 0o100644, nlink: 2, uid: 1000, gid: 1001, rdev: 0x0801,
+  blksize: 4096,
+};
+
+const attrBytes = [
+  ...u64(0x0102030405), // ino @0
+  ...u64(2 ** 40 + 7), // size @8
+  ...u64(9), // blocks @16
+  ...u64(1700000000), // atime @24
+  ...u64(1700000001), // mtime @32
+  ...u64(1700000002), // ctime @40
+  ...u32(111), // atimensec @48
+  ...u32(222), // mtimensec @52
+  ...u32(333), // ctimensec @56
+  ...u32(0o100644), // mode @60
+  ...u32(2), // nlink @64
+  ...u32(1000), // uid @68
+  ...u32(1001), // gid @72
+  ...u32(0x0801), // rdev @76
+  ...u32(4096), // blksize @80
+  ...u32(0), // flags @84
+];
+
+describe("codec: replies", () => {
+  test("fuse_attr is 88 bytes, field by field", () => {
+    const { bytes, dv } = buf(88);
+    expect(encodeAttr(dv, 0, attr)).toBe(88);
+    expect([...bytes]).toEqual(attrBytes);
+  });
+
+  test("fuse_entry_out (128 B): nodeid, generation, ttls split into sec + nsec, attr", () => {
+    const { bytes, dv } = buf(128);
+    expect(encodeEntryOut(dv, 0, { ino: 42, generation: 3, attr }, 1.5, 0.25)).toBe(128);
+    expect([...bytes]).toEqual([
+      ...u64(42), // nodeid @0
+      ...u64(3), // generation @8
+      ...u64(1), // entry_valid @16
+      ...u64(0), // attr_valid @24
+      ...u32(500000000), // entry_valid_nsec @32
+      ...u32(250000000), // attr_valid_nsec @36
+      ...attrBytes, // attr @40
+    ]);
+  });
+
+  test("entry ttl from the entry overrides the session default", () => {
+    const { dv } = buf(128);
+    encodeEntryOut(dv, 0, { ino: 1, attr, entryTtl: 7, attrTtl: 9 }, 1, 1);
+    expect(getU64(dv, 16)).toBe(7);
+    expect(getU64(dv, 24)).toBe(9);
+  });
+
+  test("fuse_attr_out (104 B)", () => {
+    const { bytes, dv } = buf(104);
+    expect(encodeAttrOut(dv, 0, attr, 2)).toBe(104);
+    expect([...bytes]).toEqual([
+      ...u64(2), // attr_valid @0
+      ...u32(0), // attr_valid_nsec @8
+      ...u32(0), // dummy @12
+      ...attrBytes, // attr @16
+    ]);
+  });
+
+  test("fuse_open_out (16 B) with flags and passthrough backing id", () => {
+    const { bytes, dv } = buf(16);
+    encodeOpenOut(dv, 0, { fh: 0x1122334455, directIo: true, keepCache: true, backingId: 3 });
+    expect([...bytes]).toEqual([
+      ...u64(0x1122334455), // fh @0
+      ...u32(1 | 2 | 128), // open_flags @8: DIRECT_IO | KEEP_CACHE | PASSTHROUGH
+      ...i32(3), // backing_id @12
+    ]);
+  });
+
+  test("fuse_write_out (8 B)", () => {
+    const { bytes, dv } = buf(8);
+    expect(encodeWriteOut(dv, 0, 1048576)).toBe(8);
+    expect([...bytes]).toEqual([...u32(1048576), ...u32(0)]);
+  });
+
+  test("fuse_kstatfs (80 B)", () => {
+    const { bytes, dv } = buf(80);
+    encodeStatfsOut(dv, 0, { blocks: 100, bfree: 50, bavail: 40, files: 1000, ffree: 900, bsize: 4096, namelen: 255, frsize: 4096 });
+    expect([...bytes]).toEqual([
+      ...u64(100), ...u64(50), ...u64(40), ...u64(1000), ...u64(900), // blocks bfree bavail files ffree
+      ...u32(4096), ...u32(255), ...u32(4096), // bsize @40 namelen @44 frsize @48
+      ...u32(0), ...new Array(24).fill(0), // padding @52, spare[6] @56
+    ]);
+  });
+
+  test("fuse_out_header (16 B) with a negative errno and a 64-bit unique", () => {
+    const { bytes, dv } = buf(16);
+    encodeOutHeader(dv, 0, 16, -2, 0x89abcdef, 0x1);
+    expect([...bytes]).toEqual([...u32(16), ...i32(-2), ...u32(0x89abcdef), ...u32(1)]);
+  });
+
+  test("fuse_init_out (64 B)", () => {
+    const { bytes, dv } = buf(64);
+    const flags = initBit("ASYNC_READ") | initBit("INIT_EXT") | initBit("OVER_IO_URING");
+    encodeInitOut(dv, 0, {
+      major: 7, minor: 45, maxReadahead: 131072, flags, maxBackground: 64, congestionThreshold: 48, maxWrite: 1 << 20,
+      timeGran: 1, maxPages: 256, maxStackDepth: 1, requestTimeout: 0,
+    });
+    expect([...bytes]).toEqual([
+      ...u32(7), // major @0
+      ...u32(45), // minor @4
+      ...u32(131072), // max_readahead @8
+      ...u32(0x40000001), // flags @12: ASYNC_READ | INIT_EXT
+      ...u16(64), // max_background @16
+      ...u16(48), // congestion_threshold @18
+      ...u32(1 << 20), // max_write @20
+      ...u32(1), // time_gran @24
+      ...u16(256), // max_pages @28
+      ...u16(0), // map_alignment @30
+      ...u32(0x200), // flags2 @32: OVER_IO_URING (bit 41)
+      ...u32(1), // max_stack_depth @36
+      ...u16(0), // request_timeout @40
+      ...new Array(22).fill(0), // unused[11] @42
+    ]);
+  });
+
+  test("fuse_dirent: header, name, zero padding to 8", () => {
+    const { bytes, dv } = buf(32);
+    bytes.set(new TextEncoder().encode("hello"), 24);
+    expect(encodeDirentHeader(bytes, dv, 0, 5, 3, 5, 0o040755)).toBe(32);
+    expect([...bytes]).toEqual([
+      ...u64(5), // ino @0
+      ...u64(3), // off (next cookie) @8
+      ...u32(5), // namelen @16
+      ...u32(4), // type @20: DT_DIR
+      ...[104, 101, 108, 108, 111], // "hello" @24
+      0, 0, 0, // pad to 32
+    ]);
+    expect(direntSize(5)).toBe(32);
+    expect(direntSize(8)).toBe(32);
+    expect(direntSize(9)).toBe(40);
+    expect(direntplusSize(1)).toBe(160);
+  });
+});
+
+describe("codec: requests", () => {
+  test("fuse_init_in (64 B): flags | flags2 << 32", () => {
+    const { bytes, dv } = buf(64);
+    bytes.set([...u32(7), ...u32(45), ...u32(131072), ...u32(0x73fffffb), ...u32(0x7fd), ...new Array(44).fill(0)]);
+    const init = decodeInitIn(dv, 0);
+    expect(init).toEqual({ major: 7, minor: 45, maxReadahead: 131072, flags: (0x7fdn << 32n) | 0x73fffffbn });
+    // The 6.18 offer observed in kernel-abi.md: io_uring and passthrough offered, no buffer pools.
+    expect(initFlagNames(init.flags)).toContain("OVER_IO_URING");
+    expect(initFlagNames(init.flags)).toContain("PASSTHROUGH");
+    expect(initFlagNames(init.flags)).not.toContain("HAS_IO_URING_BUFPOOL");
+  });
+
+  test("fuse_setattr_in (88 B)", () => {
+    const { bytes, dv } = buf(88);
+    bytes.set([
+      ...u32(0x1 | 0x8 | 0x20), // valid @0: MODE | SIZE | MTIME
+      ...u32(0), // padding @4
+      ...u64(77), // fh @8
+      ...u64(4096), // size @16
+      ...u64(0), // lock_owner @24
+      ...u64(10), // atime @32
+      ...u64(1700000000), // mtime @40
+      ...u64(12), // ctime @48
+      ...u32(1), // atimensec @56
+      ...u32(999999999), // mtimensec @60
+      ...u32(3), // ctimensec @64
+      ...u32(0o644), // mode @68
+      ...u32(0), // unused4 @72
+      ...u32(1000), // uid @76
+      ...u32(1001), // gid @80
+      ...u32(0), // unused5 @84
+    ]);
+    expect(decodeSetattrIn(dv, 0)).toEqual({
+      valid: 0x29, fh: 77, size: 4096, atime: 10, mtime: 1700000000, ctime: 12, atimensec: 1, mtimensec: 999999999,
+      ctimensec: 3, mode: 0o644, uid: 1000, gid: 1001,
+    });
+  });
+
+  test("u64 helpers are exact up to 2^53 and i64 keeps the sign", () => {
+    const { dv } = buf(16);
+    setU64(dv, 0, 2 ** 53 - 1);
+    expect(getU64(dv, 0)).toBe(2 ** 53 - 1);
+    dv.setBigInt64(8, -5n, true);
+    expect(getI64(dv, 8)).toBe(-5);
+  });
+
+  test("per-op header sizes match the uapi structs (what io_uring puts in op_in)", () => {
+    const t = opHeaderSizes(false);
+    expect(t[Op.LOOKUP]).toBe(0); // zero-size placeholder: the name is payload
+    expect(t[Op.READ]).toBe(40); // fuse_read_in
+    expect(t[Op.WRITE]).toBe(40); // fuse_write_in, data follows in payload
+    expect(t[Op.SETATTR]).toBe(88);
+    expect(t[Op.CREATE]).toBe(16);
+    expect(t[Op.COPY_FILE_RANGE]).toBe(56);
+    expect(t[Op.SETXATTR]).toBe(8); // FUSE_COMPAT_SETXATTR_IN_SIZE without SETXATTR_EXT
+    expect(opHeaderSizes(true)[Op.SETXATTR]).toBe(16);
+    expect(t[Op.UNLINK]).toBe(0);
+    expect(t[Op.RENAME2]).toBe(16);
+  });
+});

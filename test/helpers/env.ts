@@ -1,0 +1,40 @@
+// Paths and suite-wide settings for the integration tests.
+import { resolve } from "node:path";
+import { existsSync } from "node:fs";
+
+/** Repository root (…/test/helpers/../..). */
+export const REPO = resolve(import.meta.dir, "..", "..");
+
+/** The Bun binary: the pinned one from node_modules, else the one running the tests. */
+export const BUN = existsSync(`${REPO}/node_modules/.bin/bun`) ? `${REPO}/node_modules/.bin/bun` : process.execPath;
+
+/** CLI entry point. */
+export const CLI = `${REPO}/bin/fuse-uring.ts`;
+
+/** Python helper used for syscalls coreutils cannot express (renameat2, lseek, errno checks). */
+export const FSOPS = `${REPO}/test/fixtures/fsops.py`;
+
+/** Prefer the system python (readable by every user) over a pyenv shim. */
+export const PYTHON = existsSync("/usr/bin/python3") ? "/usr/bin/python3" : "python3";
+
+export type Transport = "classic" | "uring";
+const ALL_TRANSPORTS: Transport[] = ["classic", "uring"];
+
+/** Transports every integration file is parametrized over (env FUSE_URING_TRANSPORTS="classic,uring"). */
+export const TRANSPORTS: Transport[] = (() => {
+  const env = process.env.FUSE_URING_TRANSPORTS;
+  if (!env) return ALL_TRANSPORTS;
+  const wanted = env.split(/[ ,]+/).filter(Boolean);
+  for (const w of wanted) {
+    if (!ALL_TRANSPORTS.includes(w as Transport)) {
+      throw new Error(`FUSE_URING_TRANSPORTS: unknown transport ${JSON.stringify(w)} (use classic, uring)`);
+    }
+  }
+  return wanted as Transport[];
+})();
+
+/** Where temporary mountpoints and scratch files go (mountpoints must be on a real fs, not a FUSE mount). */
+export const TMP_ROOT = "/tmp";
+
+/** A tmpfs for source data ("cp from a tmpfs file"); /dev/shm on Linux. */
+export const TMPFS = existsSync("/dev/shm") ? "/dev/shm" : "/tmp";

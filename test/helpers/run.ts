@@ -1,0 +1,167 @@
+// Spawning client processes with a hard timeout. A client blocked on a FUSE request that is never
+// answered sits in D state and ignores SIGKILL, so on timeout we kill it and, if it still does not
+// go away, abort the FUSE connections of our mounts (the watchdog) so it errors out.
+import { abortAllMounts } from "./mounts.ts";
+import { PYTHON, FSOPS, REPO } from "./env.ts";
+
+export interface RunResult {
+  code: number | null;
+  signal: string | null;
+  stdout: string;
+  stderr: string;
+  timedOut: boolean;
+  /** The command line, for failure messages. */
+  cmd: string;
+}
+
+export interface RunOptions {
+  cwd?: string;
+  env?: Record<string, string | undefined>;
+  /** Milliseconds before the child is killed (default 30 s). */
+  timeoutMs?: number;
+  /** Data written to the child's stdin (default: no stdin). */
+  stdin?: string | Uint8Array;
+}
+
+export function describeCmd(cmd: string[]): string {
+  return cmd.map((a) => (/^[\w@%+=:,./-]+$/.test(a) ? a : `'${a.replace(/'/g, `'\\''`)}'`)).join(" ");
+}
+
+async function drain(stream: ReadableStream<Uint8Array> | null | undefined): Promise<string> {
+  if (!stream) return "";
+  return await new Response(stream).text();
+}
+
+export interface Background {
+  proc: Bun.Subprocess<"pipe" | "ignore", "pipe", "pipe">;
+  /** Resolves when the child exited (after the timeout kill if need be). */
+  done: Promise<RunResult>;
+  /** True once the child has exited. */
+  readonly exited: boolean;
+  kill(signal?: NodeJS.Signals | number): void;
+}
+
+/** Start a child; `done` resolves with its result. Never rejects. */
+export function spawnBg(cmd: string[], opts: RunOptions = {}): Background {
+  const timeoutMs = opts.timeoutMs ?? 30_000;
+  const proc = Bun.spawn(cmd, {
+    cwd: opts.cwd ?? REPO,
+    env: { ...process.env, ...opts.env } as Record<string, string>,
+    stdin: opts.stdin !== undefined ? "pipe" : "ignore",
+    stdout: "pipe",
+    stderr: "pipe",
+  });
+  if (opts.stdin !== undefined) {
+    const sink = proc.stdin as import("bun").FileSink;
+    sink.write(opts.stdin);
+    sink.end();
+  }
+  let timedOut = false;
+  let exited = false;
+  let escalate: ReturnType<typeof setTimeout> | undefined;
+  const timer = setTimeout(() => {
+    timedOut = true;
+    proc.kill("SIGKILL");
+    // Still there after 2 s: it is stuck on an unanswered FUSE request. Abort our connections.
+    escalate = setTimeout(() => {
+      if (!exited) abortAllMounts(`client timed out and ignores SIGKILL: ${describeCmd(cmd)}`);
+    }, 2000);
+  }, timeoutMs);
+  const done = (async () => {
+    const [stdout, stderr] = await Promise.all([drain(proc.stdout), drain(proc.stderr)]);
+    const code = await proc.exited;
+    exited = true;
+    clearTimeout(timer);
+    if (escalate) clearTimeout(escalate);
+    return { code: proc.signalCode ? null : code, signal: proc.signalCode ?? null, stdout, stderr, timedOut, cmd: describeCmd(cmd) };
+  })();
+  return {
+    proc,
+    done,
+    get exited() {
+      return exited;
+    },
+    kill(signal = "SIGKILL") {
+      proc.kill(signal);
+    },
+  };
+}
+
+/** Run a command to completion. Never rejects; check `.code`. */
+export function run(cmd: string[], opts: RunOptions = {}): Promise<RunResult> {
+  return spawnBg(cmd, opts).done;
+}
+
+/** `sh -c script`; positional parameters $1… are `args`. */
+export function sh(script: string, args: string[] = [], opts: RunOptions = {}): Promise<RunResult> {
+  return run(["sh", "-c", script, "sh", ...args], opts);
+}
+
+/** Human-readable description of a failed result, for assertion messages. */
+export function fmt(r: RunResult): string {
+  return `$ ${r.cmd}\n→ exit ${r.code}${r.signal ? ` signal ${r.signal}` : ""}${r.timedOut ? " (TIMED OUT, killed)" : ""}\nstdout: ${r.stdout.slice(0, 2000)}\nstderr: ${r.stderr.slice(0, 2000)}`;
+}
+
+/** Run and require exit 0; returns stdout. */
+export async function ok(cmd: string[], opts: RunOptions = {}): Promise<string> {
+  const r = await run(cmd, opts);
+  if (r.code !== 0) throw new Error(`command failed:\n${fmt(r)}`);
+  return r.stdout;
+}
+
+/** `sh -c` and require exit 0; returns stdout. */
+export async function shOk(script: string, args: string[] = [], opts: RunOptions = {}): Promise<string> {
+  const r = await sh(script, args, opts);
+  if (r.code !== 0) throw new Error(`command failed:\n${fmt(r)}`);
+  return r.stdout;
+}
+
+export interface FsOpResult {
+  ok: boolean;
+  errno?: number;
+  code?: string;
+  [key: string]: unknown;
+}
+
+/**
+ * Run one operation of test/fixtures/fsops.py in a python3 child. Result: `{ok: true, …}` or
+ * `{ok: false, errno, code}` when the syscall raised OSError.
+ */
+export async function fsop(op: string, ...args: (string | number)[]): Promise<FsOpResult> {
+  const r = await run([PYTHON, FSOPS, op, ...args.map(String)], { timeoutMs: 30_000 });
+  if (r.code !== 0) throw new Error(`fsops.py ${op} crashed:\n${fmt(r)}`);
+  try {
+    return JSON.parse(r.stdout.trim().split("\n").pop()!);
+  } catch {
+    throw new Error(`fsops.py ${op}: unparsable output:\n${fmt(r)}`);
+  }
+}
+
+/** fsop that must succeed; returns its result. */
+export async function fsopOk(op: string, ...args: (string | number)[]): Promise<FsOpResult> {
+  const r = await fsop(op, ...args);
+  if (!r.ok) throw new Error(`fsops.py ${op} ${args.join(" ")} failed: ${r.code} (errno ${r.errno})`);
+  return r;
+}
+
+export function sleep(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms));
+}
+
+/** sha256 hex of bytes. */
+export function sha256(data: Uint8Array | string): string {
+  return new Bun.CryptoHasher("sha256").update(data).digest("hex");
+}
+
+/** sha256 of a file, computed by `sha256sum` in a child process (so the read goes through the kernel from another process). */
+export async function sha256sum(path: string, opts: RunOptions = {}): Promise<string> {
+  const r = await run(["sha256sum", path], { timeoutMs: 60_000, ...opts });
+  if (r.code !== 0) throw new Error(`sha256sum failed:\n${fmt(r)}`);
+  return r.stdout.split(/\s+/)[0]!;
+}
+
+/** Drop the page/dentry/inode caches so the next access really asks the daemon (root only). */
+export async function dropCaches(): Promise<void> {
+  const r = await sh("echo 3 > /proc/sys/vm/drop_caches", [], { timeoutMs: 60_000 });
+  if (r.code !== 0) throw new Error(`drop_caches failed:\n${fmt(r)}`);
+}
