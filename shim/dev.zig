@@ -8,6 +8,9 @@ const assert = std.debug.assert;
 const sys = @import("sys.zig");
 
 /// FUSE_DEV_IOC_BACKING_OPEN = _IOW(229, 1, struct fuse_backing_map) (kernel-abi.md §11).
+/// SCM_RIGHTS (std.os.linux.SCM lacks it in Zig 0.15).
+const scm_rights: i32 = 1;
+
 const ioc_backing_open: u32 = 0x4010E501;
 /// FUSE_DEV_IOC_BACKING_CLOSE = _IOW(229, 2, uint32_t).
 const ioc_backing_close: u32 = 0x4004E502;
@@ -100,7 +103,7 @@ pub fn recvFd(sock: i32) i32 {
     const cmsg_len = std.mem.readInt(u64, control[0..8], .little);
     const level = std.mem.readInt(i32, control[8..12], .little);
     const kind = std.mem.readInt(i32, control[12..16], .little);
-    if (msg.controllen < 20 or cmsg_len < 20 or level != linux.SOL.SOCKET or kind != linux.SCM.RIGHTS) {
+    if (msg.controllen < 20 or cmsg_len < 20 or level != linux.SOL.SOCKET or kind != scm_rights) {
         return sys.neg(.PROTO);
     }
     const fd = std.mem.readInt(i32, control[16..20], .little);

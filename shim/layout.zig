@@ -5,17 +5,17 @@ const std = @import("std");
 const assert = std.debug.assert;
 
 /// Distance between two entries' headers: 288 rounded up to keep cache lines unshared.
-pub const header_stride: usize = 512;
+pub const header_stride = 512;
 /// sizeof(struct fuse_uring_req_header): what REGISTER's first iovec must cover.
-pub const header_size: usize = 288;
+pub const header_size = 288;
 
-pub const in_header_size: usize = 40; // fuse_in_header
-pub const out_header_size: usize = 16; // fuse_out_header
-pub const op_in_offset: usize = 128; // fuse_uring_req_header.op_in
-pub const op_in_size: usize = 128;
-pub const ent_in_out_offset: usize = 256; // fuse_uring_req_header.ring_ent_in_out
-pub const commit_id_offset: usize = ent_in_out_offset + 8;
-pub const payload_sz_offset: usize = ent_in_out_offset + 16;
+pub const in_header_size = 40; // fuse_in_header
+pub const out_header_size = 16; // fuse_out_header
+pub const op_in_offset = 128; // fuse_uring_req_header.op_in
+pub const op_in_size = 128;
+pub const ent_in_out_offset = 256; // fuse_uring_req_header.ring_ent_in_out
+pub const commit_id_offset = ent_in_out_offset + 8;
+pub const payload_sz_offset = ent_in_out_offset + 16;
 
 comptime {
     assert(header_size <= header_stride);

@@ -68,7 +68,7 @@ pub fn roundUp(n: usize, to: usize) usize {
 /// blocking for fds read through io_uring (io_uring returns -EAGAIN for a non-blocking file
 /// instead of arming a poll).
 pub fn eventfdOpen(nonblock: bool) i32 {
-    const flags: u32 = linux.EFD.CLOEXEC | (if (nonblock) linux.EFD.NONBLOCK else 0);
+    const flags: u32 = if (nonblock) linux.EFD.CLOEXEC | linux.EFD.NONBLOCK else linux.EFD.CLOEXEC;
     const rc = linux.eventfd(0, flags);
     return @intCast(result(rc));
 }

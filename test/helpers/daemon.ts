@@ -177,7 +177,7 @@ export async function startDaemon(args: string[] = [], opts: StartOptions = {}):
     },
     async waitExit(timeoutMs = 10_000) {
       await Promise.race([exitedP, sleep(timeoutMs)]);
-      return { exited, code: exitCode, signal: proc.signalCode ?? null };
+      return { exited, code: exitCode, signal: proc.signalCode ? String(proc.signalCode) : null };
     },
     async stop(signal = "SIGTERM", timeoutMs = 10_000) {
       if (!exited) proc.kill(signal);

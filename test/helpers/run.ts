@@ -73,7 +73,7 @@ export function spawnBg(cmd: string[], opts: RunOptions = {}): Background {
     exited = true;
     clearTimeout(timer);
     if (escalate) clearTimeout(escalate);
-    return { code: proc.signalCode ? null : code, signal: proc.signalCode ?? null, stdout, stderr, timedOut, cmd: describeCmd(cmd) };
+    return { code: proc.signalCode ? null : code, signal: proc.signalCode ? String(proc.signalCode) : null, stdout, stderr, timedOut, cmd: describeCmd(cmd) };
   })();
   return {
     proc,

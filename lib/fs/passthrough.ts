@@ -1,0 +1,819 @@
+// A passthrough filesystem: mirrors a source directory through the inode API.
+//
+// Inode table. Every node the kernel knows holds an O_PATH|O_NOFOLLOW descriptor of its backing
+// file and is keyed by the backing (st_dev, st_ino), as libfuse's passthrough_hp does. All
+// operations address the backing file through that descriptor (`/proc/self/fd/N[/name]` for
+// node:fs, the *at() calls with AT_EMPTY_PATH through bun:ffi), so renames — through the mount
+// or directly in the source — need no bookkeeping, hard links share one node, and a path can
+// never escape the source through a symlink swapped in by someone else. Lookup counts follow
+// the kernel (LOOKUP/CREATE/MKDIR/… and READDIRPLUS entries add one, FORGET gives them back);
+// a node and its descriptor go away when the count is 0 and no file handle is open on it, so
+// memory and descriptors stay bounded by what the kernel caches. Node ids are never reused.
+//
+// Data path. File handles are real descriptors of the backing file. READ and WRITE do nothing
+// but `ctx.backingRead/backingWrite(fh, offset, size)`: on the io_uring transport that is a
+// READ_FIXED/WRITE_FIXED between the backing file and the request's registered payload buffer,
+// on classic an asynchronous pread/pwrite on that same native buffer. The bytes never pass
+// through JavaScript and nothing is allocated per request beyond that promise.
+//
+// Kernel passthrough (`kernelPassthrough: true`, needs CAP_SYS_ADMIN): the first open of a
+// regular file registers its descriptor with FUSE_DEV_IOC_BACKING_OPEN and every open of that
+// inode answers FOPEN_PASSTHROUGH with the same backing id (the kernel refuses mixed modes on
+// one inode), so reads, writes and mmap go straight to the backing file in the kernel. The id
+// is dropped when the last handle of the inode is released.
+//
+// Errors are the source's: node:fs errors carry `.code` (mapped by errnoOf), the ffi calls
+// throw FuseError with the real errno.
+//
+// Notes and gaps:
+// - The daemon usually runs as root; permission checks are the kernel's (default_permissions,
+//   the default) against the source's mode bits. When the caller is not the daemon's user and
+//   the daemon is root, new files/directories/nodes/symlinks are chowned to the caller.
+// - The backing descriptor is opened without O_DIRECT: FUSE-level O_DIRECT (no page cache in
+//   the mount) holds, but the backing file may be cached (its alignment rules would otherwise
+//   reject unaligned FUSE direct I/O that the kernel allows).
+// - Directory listings are snapshotted with getdents64 when a stream starts (offset 0) and
+//   served by index, so offsets are small and stable on every backing filesystem (ext4's 64-bit
+//   hash cookies do not fit a JS number).
+// - Synchronous ffi calls (xattrs, utimens, readlink, mknod, link, renameat2 with flags,
+//   getdents64, fallocate, lseek, copy_file_range ≤ 64 MiB per request, flush) block the event
+//   loop for one syscall each; everything else uses node:fs asynchronously.
+
+import {
+  close as fsClose, fdatasync as fsFdatasync, fstat as fsFstat, fsync as fsFsync, ftruncate as fsFtruncate,
+  open as fsOpen, type BigIntStats, constants as C, fstatSync, openSync, closeSync,
+} from "node:fs";
+import * as fsp from "node:fs/promises";
+import { FuseError, errnoOf, Errno } from "./errors.ts";
+import type {
+  Attr, CreateReply, DirFiller, Entry, InitInfo, InodeFS, OpenReply, RequestContext, SetattrChanges, Statfs,
+} from "./types.ts";
+import { S_IFDIR, S_IFLNK, S_IFMT, S_IFREG } from "./types.ts";
+import * as libc from "./passthrough/libc.ts";
+
+export interface PassthroughOptions {
+  /** Serve file data in the kernel (FUSE_PASSTHROUGH; needs CAP_SYS_ADMIN). Default false. */
+  kernelPassthrough?: boolean;
+  /** Chown new files to the calling user when the daemon runs as root (default true). */
+  emulateOwnership?: boolean;
+  /** Where one-time notices go (default: stderr). */
+  log?: (line: string) => void;
+}
+
+const O_PATH = 0o10000000; // same value on x86_64 and aarch64
+const O_ACCMODE = 3;
+const O_RDONLY = C.O_RDONLY;
+const O_WRONLY = C.O_WRONLY;
+const O_RDWR = C.O_RDWR;
+const O_CREAT = C.O_CREAT;
+const O_EXCL = C.O_EXCL;
+const O_NOCTTY = C.O_NOCTTY;
+const O_APPEND = C.O_APPEND;
+const O_NOFOLLOW = C.O_NOFOLLOW;
+const O_DIRECTORY = C.O_DIRECTORY;
+const O_DIRECT = C.O_DIRECT ?? 0;
+const O_CLOEXEC = 0o2000000;
+
+const S_ISUID = 0o4000;
+const S_ISGID = 0o2000;
+const S_IXGRP = 0o010;
+
+const FATTR_KILL_SUIDGID = 1 << 11;
+const FUSE_WRITE_KILL_SUIDGID = 1 << 2;
+
+/** Largest copy per COPY_FILE_RANGE request (it runs synchronously); callers loop on short copies. */
+const COPY_CHUNK = 64 << 20;
+/** READDIRPLUS: lookups started together (their replies may not all fit). */
+const PLUS_BATCH = 32;
+
+const PROC = "/proc/self/fd/";
+const NS = 1_000_000_000n;
+
+/** One backing inode the kernel holds references to. */
+export class PassthroughNode {
+  /** Lookup references held by the kernel. */
+  nlookup = 0;
+  /** Open file handles (OPEN/CREATE not yet RELEASEd). */
+  opens = 0;
+  /** Kernel passthrough backing id while handles are open (0 = none). */
+  backingId = 0;
+  /** Kernel passthrough refused for this inode: serve it through the daemon. */
+  noPassthrough = false;
+  /** Mode bits as last seen (type bits never change). */
+  mode: number;
+  constructor(
+    /** Node id given to the kernel. */
+    readonly id: number,
+    /** O_PATH|O_NOFOLLOW descriptor of the backing file. */
+    readonly fd: number,
+    readonly dev: number,
+    readonly ino: number,
+    mode: number,
+  ) {
+    this.mode = mode;
+  }
+
+  /** `/proc/self/fd/N`: the backing file itself (node:fs follows it to the inode). */
+  get path(): string {
+    return PROC + this.fd;
+  }
+
+  /** `/proc/self/fd/N/name`: an entry of this directory. */
+  child(name: string): string {
+    return PROC + this.fd + "/" + name;
+  }
+}
+
+/** An open directory: its descriptor and the listing snapshot taken at offset 0. */
+class DirHandle {
+  names: string[] = [];
+  inos: number[] = [];
+  types: number[] = [];
+  loaded = false;
+  constructor(readonly fd: number) {}
+}
+
+// ---- small async helpers over the callback API (raw descriptors, no FileHandle objects) -------
+
+function openFd(path: string, flags: number, mode = 0): Promise<number> {
+  return new Promise((resolve, reject) => fsOpen(path, flags, mode, (err, fd) => (err ? reject(err) : resolve(fd))));
+}
+
+function fstatBig(fd: number): Promise<BigIntStats> {
+  return new Promise((resolve, reject) => fsFstat(fd, { bigint: true }, (err, st) => (err ? reject(err) : resolve(st))));
+}
+
+function closeFd(fd: number): Promise<void> {
+  return new Promise((resolve, reject) => fsClose(fd, (err) => (err ? reject(err) : resolve())));
+}
+
+function closeQuiet(fd: number): void {
+  try {
+    closeSync(fd);
+  } catch {}
+}
+
+function voidCb(resolve: () => void, reject: (e: unknown) => void) {
+  return (err: NodeJS.ErrnoException | null) => (err ? reject(err) : resolve());
+}
+
+/** Node/Bun fs errors whose code errnoOf does not know still carry errno (negative). */
+function toFuse(e: unknown): unknown {
+  if (errnoOf(e) !== null) return e;
+  const n = (e as { errno?: unknown } | null)?.errno;
+  if (typeof n === "number" && n !== 0 && Math.abs(n) < 512) return new FuseError(Math.abs(n), (e as Error).message);
+  return e;
+}
+
+function isErrno(e: unknown, errno: number): boolean {
+  return errnoOf(e) === errno;
+}
+
+function attrOf(st: BigIntStats): Attr {
+  return {
+    ino: Number(st.ino),
+    mode: Number(st.mode),
+    nlink: Number(st.nlink),
+    uid: Number(st.uid),
+    gid: Number(st.gid),
+    rdev: Number(st.rdev),
+    size: Number(st.size),
+    blocks: Number(st.blocks),
+    blksize: Number(st.blksize) || 4096,
+    atime: Number(st.atimeNs / NS),
+    atimeNsec: Number(st.atimeNs % NS),
+    mtime: Number(st.mtimeNs / NS),
+    mtimeNsec: Number(st.mtimeNs % NS),
+    ctime: Number(st.ctimeNs / NS),
+    ctimeNsec: Number(st.ctimeNs % NS),
+  };
+}
+
+const DT_TO_MODE = [0, 0o010000, 0o020000, 0, 0o040000, 0, 0o060000, 0, 0o100000, 0, 0o120000, 0, 0o140000];
+
+const processUid = process.getuid?.() ?? 0;
+const processGid = process.getgid?.() ?? 0;
+
+export class PassthroughFS implements InodeFS {
+  readonly source: string;
+  readonly options: Required<Omit<PassthroughOptions, "log">> & { log: (line: string) => void };
+  /** node id → node */
+  protected readonly nodes = new Map<number, PassthroughNode>();
+  /** st_dev → st_ino → node */
+  private readonly byIno = new Map<number, Map<number, PassthroughNode>>();
+  private readonly dirs = new Map<number, DirHandle>();
+  private nextId = 2;
+  protected info: InitInfo | null = null;
+  /** Kernel passthrough is requested and still usable. */
+  protected kernelPassthrough = false;
+  private writebackCache = false;
+  private readonly logged = new Set<string>();
+  private readonly direntBuf = Buffer.allocUnsafe(64 * 1024);
+  /** Reused for plain READDIR entries (the filler copies synchronously). */
+  private readonly scratchAttr: Attr = {
+    ino: 0, mode: 0, nlink: 0, uid: 0, gid: 0, rdev: 0, size: 0, blocks: 0, atime: 0, atimeNsec: 0, mtime: 0, mtimeNsec: 0, ctime: 0, ctimeNsec: 0,
+  };
+  private readonly scratchEntry: Entry = { ino: 0, attr: this.scratchAttr };
+
+  constructor(source: string, options: PassthroughOptions = {}) {
+    this.source = source;
+    this.options = {
+      kernelPassthrough: options.kernelPassthrough ?? false,
+      emulateOwnership: options.emulateOwnership ?? true,
+      log: options.log ?? ((line) => process.stderr.write(line + "\n")),
+    };
+    let fd: number;
+    try {
+      fd = openSync(source, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    } catch (e) {
+      const code = (e as { code?: string }).code;
+      throw new Error(
+        code === "ENOTDIR" ? `passthrough source ${source} is not a directory` : `cannot open passthrough source ${source}: ${code ?? String(e)}`,
+      );
+    }
+    const st = fstatSync(fd, { bigint: true });
+    const root = new PassthroughNode(1, fd, Number(st.dev), Number(st.ino), Number(st.mode));
+    root.nlookup = 1; // never forgotten
+    this.nodes.set(1, root);
+    this.index(root);
+  }
+
+  // ---- table ------------------------------------------------------------------------------
+
+  /** The node for a node id the kernel sent (ESTALE if unknown). */
+  node(id: number): PassthroughNode {
+    const n = this.nodes.get(id);
+    if (!n) throw new FuseError("ESTALE", `passthrough: unknown node id ${id}`);
+    return n;
+  }
+
+  /** The backing file's current path (best effort: where /proc says the descriptor points). */
+  async sourcePath(id: number): Promise<string> {
+    return await fsp.readlink(this.node(id).path);
+  }
+
+  /** Number of nodes in the table (root included). */
+  get nodeCount(): number {
+    return this.nodes.size;
+  }
+
+  private index(n: PassthroughNode): void {
+    let m = this.byIno.get(n.dev);
+    if (!m) this.byIno.set(n.dev, (m = new Map()));
+    m.set(n.ino, n);
+  }
+
+  /**
+   * Find or create the node for a backing file given a fresh O_PATH descriptor of it and its
+   * stat, and take one lookup reference. The descriptor is kept (new node) or closed.
+   */
+  protected adopt(fd: number, st: BigIntStats): Entry {
+    const dev = Number(st.dev), ino = Number(st.ino), mode = Number(st.mode);
+    let n = this.byIno.get(dev)?.get(ino);
+    if (n && (n.mode & S_IFMT) !== (mode & S_IFMT)) {
+      // The backing inode number was reused by a file of another type: the old node is stale.
+      this.byIno.get(dev)!.delete(ino);
+      n = undefined;
+    }
+    if (n) closeQuiet(fd);
+    else {
+      n = new PassthroughNode(this.nextId++, fd, dev, ino, mode);
+      this.nodes.set(n.id, n);
+      this.index(n);
+    }
+    n.mode = mode;
+    n.nlookup++;
+    return { ino: n.id, attr: attrOf(st) };
+  }
+
+  /** Give back lookup references; drop the node when nothing refers to it anymore. */
+  protected unref(n: PassthroughNode, count: number): void {
+    n.nlookup -= count;
+    this.maybeFree(n);
+  }
+
+  private maybeFree(n: PassthroughNode): void {
+    if (n.id === 1 || n.nlookup > 0 || n.opens > 0) return;
+    if (this.nodes.get(n.id) !== n) return;
+    this.nodes.delete(n.id);
+    const m = this.byIno.get(n.dev);
+    if (m?.get(n.ino) === n) {
+      m.delete(n.ino);
+      if (m.size === 0) this.byIno.delete(n.dev);
+    }
+    closeQuiet(n.fd);
+  }
+
+  /** LOOKUP of `name` in directory node `dir`: one new reference. */
+  protected async lookupIn(dir: PassthroughNode, name: string): Promise<Entry> {
+    if (name === "." || name === "..") {
+      // The kernel resolves these itself; never let ".." climb out of the source.
+      if (name === "." || dir.id === 1) {
+        const st = await fstatBig(dir.fd);
+        dir.nlookup++;
+        return { ino: dir.id, attr: attrOf(st) };
+      }
+    }
+    const fd = await openFd(dir.child(name), O_PATH | O_NOFOLLOW | O_CLOEXEC);
+    let st: BigIntStats;
+    try {
+      st = await fstatBig(fd);
+    } catch (e) {
+      closeQuiet(fd);
+      throw e;
+    }
+    return this.adopt(fd, st);
+  }
+
+  protected log(key: string, line: string): void {
+    if (this.logged.has(key)) return;
+    this.logged.add(key);
+    this.options.log(line);
+  }
+
+  /** After creating `name` in `dir` on behalf of ctx: give it to the caller (daemon runs as root). */
+  protected applyOwner(ctx: RequestContext, dir: PassthroughNode, name: string, fd?: number): void {
+    if (!this.options.emulateOwnership || processUid !== 0) return;
+    if (ctx.uid === processUid && ctx.gid === processGid) return;
+    // In a set-group-ID directory the new file already has the directory's group.
+    const gid = dir.mode & S_ISGID ? -1 : ctx.gid;
+    if (fd !== undefined) libc.fchownFd(fd, ctx.uid, gid);
+    else libc.lchownAt(dir.fd, name, ctx.uid, gid);
+  }
+
+  // ---- InodeFS: lifecycle -----------------------------------------------------------------
+
+  init(info: InitInfo): void {
+    this.info = info;
+    // Modes arrive with the caller's umask already applied (no FUSE_DONT_MASK); the daemon's
+    // own umask must not strip more bits (libfuse's passthrough examples do the same).
+    process.umask(0);
+    this.writebackCache = info.grantedNames.includes("WRITEBACK_CACHE");
+    if (this.options.kernelPassthrough) {
+      if (info.grantedNames.includes("PASSTHROUGH")) this.kernelPassthrough = true;
+      else {
+        const why = this.writebackCache ? "it cannot be combined with --writeback-cache" : "the kernel did not grant FUSE_PASSTHROUGH";
+        this.log("pt-grant", `fuse-uring: passthrough: kernel passthrough unavailable (${why}); serving file data through the daemon`);
+      }
+    }
+  }
+
+  destroy(): void {
+    for (const h of this.dirs.values()) closeQuiet(h.fd);
+    this.dirs.clear();
+    for (const n of this.nodes.values()) {
+      if (n.backingId && this.info) {
+        try {
+          this.info.backingClose(n.backingId);
+        } catch {}
+        n.backingId = 0;
+      }
+      if (n.id !== 1) closeQuiet(n.fd);
+    }
+    const root = this.nodes.get(1)!;
+    this.nodes.clear();
+    this.byIno.clear();
+    this.nodes.set(1, root);
+    this.index(root);
+  }
+
+  // ---- InodeFS: names ---------------------------------------------------------------------
+
+  async lookup(_ctx: RequestContext, parent: number, name: string): Promise<Entry> {
+    try {
+      return await this.lookupIn(this.node(parent), name);
+    } catch (e) {
+      throw toFuse(e);
+    }
+  }
+
+  forget(ino: number, nlookup: number): void {
+    const n = this.nodes.get(ino);
+    if (n) this.unref(n, nlookup);
+  }
+
+  async getattr(_ctx: RequestContext, ino: number): Promise<Attr> {
+    const n = this.node(ino);
+    try {
+      const st = await fstatBig(n.fd);
+      n.mode = Number(st.mode);
+      return attrOf(st);
+    } catch (e) {
+      throw toFuse(e);
+    }
+  }
+
+  async setattr(_ctx: RequestContext, ino: number, c: SetattrChanges): Promise<Attr> {
+    const n = this.node(ino);
+    try {
+      const isLink = (n.mode & S_IFMT) === S_IFLNK;
+      if (c.mode !== undefined) {
+        if (isLink) throw new FuseError("EOPNOTSUPP");
+        await fsp.chmod(n.path, c.mode & 0o7777);
+      }
+      if (c.uid !== undefined || c.gid !== undefined) libc.fchownFd(n.fd, c.uid ?? -1, c.gid ?? -1);
+      if (c.size !== undefined) {
+        if (c.fh !== undefined) await new Promise<void>((res, rej) => fsFtruncate(c.fh!, c.size!, voidCb(res, rej)));
+        else await fsp.truncate(n.path, c.size);
+      }
+      if (c.atime !== undefined || c.mtime !== undefined) {
+        const [as, an] = c.atime === undefined ? [0, libc.UTIME_OMIT] : c.atime === "now" ? [0, libc.UTIME_NOW] : c.atime;
+        const [ms, mn] = c.mtime === undefined ? [0, libc.UTIME_OMIT] : c.mtime === "now" ? [0, libc.UTIME_NOW] : c.mtime;
+        libc.utimensFd(n.fd, as, an, ms, mn);
+      }
+      let st = await fstatBig(n.fd);
+      if (c.valid & FATTR_KILL_SUIDGID && c.mode === undefined && !isLink) {
+        const mode = Number(st.mode);
+        const kill = (mode & S_ISUID) | (mode & S_ISGID && mode & S_IXGRP ? S_ISGID : 0);
+        if (kill) {
+          await fsp.chmod(n.path, mode & 0o7777 & ~kill);
+          st = await fstatBig(n.fd);
+        }
+      }
+      n.mode = Number(st.mode);
+      return attrOf(st);
+    } catch (e) {
+      throw toFuse(e);
+    }
+  }
+
+  readlink(_ctx: RequestContext, ino: number): Uint8Array {
+    return libc.readlinkFd(this.node(ino).fd);
+  }
+
+  async symlink(ctx: RequestContext, parent: number, name: string, target: string): Promise<Entry> {
+    const dir = this.node(parent);
+    try {
+      await fsp.symlink(target, dir.child(name));
+      this.applyOwner(ctx, dir, name);
+      return await this.lookupIn(dir, name);
+    } catch (e) {
+      throw toFuse(e);
+    }
+  }
+
+  async mknod(ctx: RequestContext, parent: number, name: string, mode: number, rdev: number): Promise<Entry> {
+    const dir = this.node(parent);
+    try {
+      libc.mknodat(dir.fd, name, mode, rdev);
+      this.applyOwner(ctx, dir, name);
+      return await this.lookupIn(dir, name);
+    } catch (e) {
+      throw toFuse(e);
+    }
+  }
+
+  async mkdir(ctx: RequestContext, parent: number, name: string, mode: number): Promise<Entry> {
+    const dir = this.node(parent);
+    try {
+      await fsp.mkdir(dir.child(name), mode & 0o7777);
+      this.applyOwner(ctx, dir, name);
+      return await this.lookupIn(dir, name);
+    } catch (e) {
+      throw toFuse(e);
+    }
+  }
+
+  async unlink(_ctx: RequestContext, parent: number, name: string): Promise<void> {
+    try {
+      await fsp.unlink(this.node(parent).child(name));
+    } catch (e) {
+      throw toFuse(e);
+    }
+  }
+
+  async rmdir(_ctx: RequestContext, parent: number, name: string): Promise<void> {
+    try {
+      await fsp.rmdir(this.node(parent).child(name));
+    } catch (e) {
+      throw toFuse(e);
+    }
+  }
+
+  async rename(_ctx: RequestContext, parent: number, name: string, newParent: number, newName: string, flags: number): Promise<void> {
+    const from = this.node(parent), to = this.node(newParent);
+    if (flags === 0) {
+      try {
+        await fsp.rename(from.child(name), to.child(newName));
+      } catch (e) {
+        throw toFuse(e);
+      }
+      return;
+    }
+    // RENAME_NOREPLACE / RENAME_EXCHANGE / RENAME_WHITEOUT: node:fs has no renameat2.
+    libc.renameat2(from.fd, name, to.fd, newName, flags);
+  }
+
+  async link(_ctx: RequestContext, ino: number, newParent: number, newName: string): Promise<Entry> {
+    const n = this.node(ino), dir = this.node(newParent);
+    try {
+      libc.linkFd(n.fd, dir.fd, newName);
+      return await this.lookupIn(dir, newName);
+    } catch (e) {
+      throw toFuse(e);
+    }
+  }
+
+  // ---- InodeFS: files ---------------------------------------------------------------------
+
+  /** Flags for the backing open(2) from the flags the kernel sent. */
+  protected backingFlags(flags: number): number {
+    // O_NOFOLLOW would refuse the /proc magic link; creation flags are handled by the caller.
+    let f = flags & ~(O_CREAT | O_EXCL | O_NOCTTY | O_NOFOLLOW | O_DIRECT);
+    if (this.writebackCache) {
+      // The kernel reads pages of write-only files and does appends itself.
+      if ((f & O_ACCMODE) === O_WRONLY) f = (f & ~O_ACCMODE) | O_RDWR;
+      f &= ~O_APPEND;
+    }
+    return f | O_CLOEXEC;
+  }
+
+  /** The open reply for a new handle `fd` of node `n` (registers kernel passthrough if on). */
+  protected openReply(n: PassthroughNode, fd: number): OpenReply {
+    n.opens++;
+    if (!this.kernelPassthrough || n.noPassthrough || (n.mode & S_IFMT) !== S_IFREG || !this.info) return { fh: fd };
+    if (!n.backingId) {
+      try {
+        n.backingId = this.info.backingOpen(fd);
+      } catch (e) {
+        const errno = errnoOf(e);
+        if (errno === Errno.EPERM) {
+          this.kernelPassthrough = false;
+          this.log("pt-eperm", "fuse-uring: passthrough: kernel passthrough needs CAP_SYS_ADMIN (FUSE_DEV_IOC_BACKING_OPEN: EPERM); serving file data through the daemon");
+        } else {
+          n.noPassthrough = true;
+          this.log(`pt-${errno}`, `fuse-uring: passthrough: FUSE_DEV_IOC_BACKING_OPEN failed (${e instanceof Error ? e.message : String(e)}); such files are served through the daemon`);
+        }
+        return { fh: fd };
+      }
+    }
+    return { fh: fd, backingId: n.backingId };
+  }
+
+  async open(_ctx: RequestContext, ino: number, flags: number): Promise<OpenReply> {
+    const n = this.node(ino);
+    let fd: number;
+    try {
+      fd = await openFd(n.path, this.backingFlags(flags));
+    } catch (e) {
+      throw toFuse(e);
+    }
+    return this.openReply(n, fd);
+  }
+
+  async create(ctx: RequestContext, parent: number, name: string, mode: number, _umask: number, flags: number): Promise<CreateReply> {
+    const dir = this.node(parent);
+    const path = dir.child(name);
+    const base = this.backingFlags(flags) | (flags & O_NOFOLLOW);
+    let fd = -1;
+    try {
+      let created = true;
+      try {
+        fd = await openFd(path, base | O_CREAT | O_EXCL, mode & 0o7777);
+      } catch (e) {
+        if (flags & O_EXCL || !isErrno(e, Errno.EEXIST)) throw e;
+        created = false;
+        fd = await openFd(path, base, 0);
+      }
+      if (created) this.applyOwner(ctx, dir, name, fd);
+      const st = await fstatBig(fd);
+      let node = this.byIno.get(Number(st.dev))?.get(Number(st.ino));
+      let entry: Entry;
+      if (node && (node.mode & S_IFMT) === (Number(st.mode) & S_IFMT)) {
+        node.nlookup++;
+        node.mode = Number(st.mode);
+        entry = { ino: node.id, attr: attrOf(st) };
+      } else {
+        const pfd = await openFd(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+        entry = this.adopt(pfd, st);
+        node = this.nodes.get(entry.ino)!;
+      }
+      return { entry, open: this.openReply(node, fd) };
+    } catch (e) {
+      if (fd >= 0) closeQuiet(fd);
+      throw toFuse(e);
+    }
+  }
+
+  read(ctx: RequestContext, _ino: number, fh: number, offset: number, size: number): Promise<number> {
+    return ctx.backingRead(fh, offset, size);
+  }
+
+  write(ctx: RequestContext, ino: number, fh: number, offset: number, data: Uint8Array, writeFlags: number): Promise<number> {
+    if (writeFlags & FUSE_WRITE_KILL_SUIDGID) {
+      const n = this.nodes.get(ino);
+      if (n && n.mode & (S_ISUID | S_ISGID)) return this.killPrivThenWrite(ctx, n, fh, offset, data.length);
+    }
+    return ctx.backingWrite(fh, offset, data.length);
+  }
+
+  /** HANDLE_KILLPRIV_V2: an unprivileged write clears set-user-ID (and set-group-ID if g+x). */
+  private async killPrivThenWrite(ctx: RequestContext, n: PassthroughNode, fh: number, offset: number, size: number): Promise<number> {
+    const st = await fstatBig(n.fd);
+    const mode = Number(st.mode);
+    const kill = (mode & S_ISUID) | (mode & S_ISGID && mode & S_IXGRP ? S_ISGID : 0);
+    if (kill) {
+      await fsp.chmod(n.path, mode & 0o7777 & ~kill).catch((e) => Promise.reject(toFuse(e)));
+      n.mode = mode & ~kill;
+    }
+    return ctx.backingWrite(fh, offset, size);
+  }
+
+  flush(_ctx: RequestContext, _ino: number, fh: number): void {
+    libc.flushFd(fh);
+  }
+
+  async release(_ctx: RequestContext, ino: number, fh: number): Promise<void> {
+    const n = this.nodes.get(ino);
+    if (n) {
+      n.opens--;
+      if (n.opens <= 0) {
+        n.opens = 0;
+        if (n.backingId) {
+          const id = n.backingId;
+          n.backingId = 0;
+          try {
+            this.info?.backingClose(id);
+          } catch {}
+        }
+        this.maybeFree(n);
+      }
+    }
+    try {
+      await closeFd(fh);
+    } catch (e) {
+      throw toFuse(e);
+    }
+  }
+
+  async fsync(_ctx: RequestContext, _ino: number, fh: number, datasync: boolean): Promise<void> {
+    await new Promise<void>((res, rej) => (datasync ? fsFdatasync : fsFsync)(fh, voidCb(res, rej))).catch((e) => Promise.reject(toFuse(e)));
+  }
+
+  fallocate(_ctx: RequestContext, _ino: number, fh: number, offset: number, length: number, mode: number): void {
+    libc.fallocate(fh, mode, offset, length);
+  }
+
+  lseek(_ctx: RequestContext, _ino: number, fh: number, offset: number, whence: number): number {
+    return libc.lseek(fh, offset, whence);
+  }
+
+  copyFileRange(_ctx: RequestContext, _inoIn: number, fhIn: number, offIn: number, _inoOut: number, fhOut: number, offOut: number, len: number, flags: number): number {
+    return libc.copyFileRange(fhIn, offIn, fhOut, offOut, Math.min(len, COPY_CHUNK), flags);
+  }
+
+  // ---- InodeFS: directories ---------------------------------------------------------------
+
+  async opendir(_ctx: RequestContext, ino: number): Promise<OpenReply> {
+    const n = this.node(ino);
+    let fd: number;
+    try {
+      fd = await openFd(n.path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    } catch (e) {
+      throw toFuse(e);
+    }
+    this.dirs.set(fd, new DirHandle(fd));
+    return { fh: fd };
+  }
+
+  /** Read the whole listing of an open directory (from its start) with getdents64. */
+  private snapshot(h: DirHandle): void {
+    libc.lseek(h.fd, 0, 0);
+    const names: string[] = [], inos: number[] = [], types: number[] = [];
+    const buf = this.direntBuf;
+    for (;;) {
+      const len = libc.getdents64(h.fd, buf);
+      if (len === 0) break;
+      let pos = 0;
+      while (pos < len) {
+        // struct linux_dirent64 { u64 d_ino; s64 d_off; u16 d_reclen; u8 d_type; char d_name[]; }
+        const ino = Number(buf.readBigUInt64LE(pos));
+        const reclen = buf.readUInt16LE(pos + 16);
+        const type = buf[pos + 18]!;
+        let end = buf.indexOf(0, pos + 19);
+        if (end < 0 || end > pos + reclen) end = pos + reclen;
+        names.push(buf.toString("utf8", pos + 19, end));
+        inos.push(ino);
+        types.push(type);
+        pos += reclen;
+      }
+    }
+    h.names = names;
+    h.inos = inos;
+    h.types = types;
+    h.loaded = true;
+  }
+
+  async readdir(_ctx: RequestContext, ino: number, fh: number, offset: number, filler: DirFiller): Promise<void> {
+    const h = this.dirs.get(fh);
+    if (!h) throw new FuseError("EBADF");
+    if (offset === 0 || !h.loaded) this.snapshot(h);
+    const count = h.names.length;
+    if (!filler.plus) {
+      const e = this.scratchEntry, a = this.scratchAttr;
+      for (let i = offset; i < count; i++) {
+        a.ino = h.inos[i]!;
+        a.mode = DT_TO_MODE[h.types[i]!] ?? 0;
+        if (!filler.add(h.names[i]!, i + 1, e)) return;
+      }
+      return;
+    }
+    const dir = this.node(ino);
+    for (let i = offset; i < count; ) {
+      const end = Math.min(count, i + PLUS_BATCH);
+      const batch: Promise<Entry | Error | null>[] = [];
+      for (let j = i; j < end; j++) {
+        const name = h.names[j]!;
+        batch.push(name === "." || name === ".." ? Promise.resolve(null) : this.lookupIn(dir, name).catch((e: Error) => e));
+      }
+      const results = await Promise.all(batch);
+      for (let k = 0; k < results.length; k++, i++) {
+        const r = results[k]!;
+        if (r instanceof Error) {
+          if (isErrno(r, Errno.ENOENT)) continue; // removed since the snapshot
+          this.dropLookups(results, k + 1);
+          throw toFuse(r);
+        }
+        let accepted: boolean;
+        if (r === null) {
+          const a = this.scratchAttr;
+          a.ino = h.inos[i]!;
+          a.mode = S_IFDIR;
+          accepted = filler.add(h.names[i]!, i + 1, this.scratchEntry);
+        } else accepted = filler.add(h.names[i]!, i + 1, r);
+        if (!accepted) {
+          this.dropLookups(results, k);
+          return;
+        }
+      }
+    }
+  }
+
+  /** Undo the lookup references of READDIRPLUS entries that were not sent. */
+  private dropLookups(results: (Entry | Error | null)[], from: number): void {
+    for (let k = from; k < results.length; k++) {
+      const r = results[k];
+      if (r && !(r instanceof Error)) {
+        const n = this.nodes.get(r.ino);
+        if (n) this.unref(n, 1);
+      }
+    }
+  }
+
+  releasedir(_ctx: RequestContext, _ino: number, fh: number): void {
+    const h = this.dirs.get(fh);
+    if (!h) return;
+    this.dirs.delete(fh);
+    closeQuiet(h.fd);
+  }
+
+  async fsyncdir(_ctx: RequestContext, _ino: number, fh: number, datasync: boolean): Promise<void> {
+    await this.fsync(_ctx, _ino, fh, datasync);
+  }
+
+  // ---- InodeFS: the rest ------------------------------------------------------------------
+
+  statfs(_ctx: RequestContext, ino: number): Statfs {
+    const s = libc.fstatfs(this.node(ino).fd);
+    return {
+      blocks: s.blocks, bfree: s.bfree, bavail: s.bavail, files: s.files, ffree: s.ffree,
+      bsize: s.bsize, namelen: s.namelen, frsize: s.frsize || s.bsize,
+    };
+  }
+
+  /** xattr calls go through the path; a symlink's own xattrs cannot be reached race-free. */
+  private xattrPath(ino: number): string {
+    const n = this.node(ino);
+    if ((n.mode & S_IFMT) === S_IFLNK) throw new FuseError("EOPNOTSUPP");
+    return n.path;
+  }
+
+  setxattr(_ctx: RequestContext, ino: number, name: string, value: Uint8Array, flags: number): void {
+    libc.setxattr(this.xattrPath(ino), name, value, flags);
+  }
+
+  getxattr(_ctx: RequestContext, ino: number, name: string): Uint8Array {
+    return libc.getxattr(this.xattrPath(ino), name);
+  }
+
+  listxattr(_ctx: RequestContext, ino: number): string[] {
+    return libc.listxattr(this.xattrPath(ino));
+  }
+
+  removexattr(_ctx: RequestContext, ino: number, name: string): void {
+    libc.removexattr(this.xattrPath(ino), name);
+  }
+
+  async access(_ctx: RequestContext, ino: number, mask: number): Promise<void> {
+    try {
+      await fsp.access(this.node(ino).path, mask);
+    } catch (e) {
+      throw toFuse(e);
+    }
+  }
+}
+
+/** Mirror directory `source` (the CLI's `mount --passthrough SRC MNT [--kernel-passthrough]`). */
+export function passthrough(source: string, options: { kernelPassthrough?: boolean } & PassthroughOptions = {}): InodeFS {
+  return new PassthroughFS(source, options);
+}

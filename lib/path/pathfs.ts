@@ -1,0 +1,798 @@
+// PathFS: serves PathHandlers through the inode API. It owns what path-based authors should not
+// have to think about:
+// - the inode table: node ids for paths the kernel knows, kept while the kernel holds lookup
+//   references (LOOKUP, CREATE, MKDIR, READDIRPLUS … add one, FORGET gives them back) or a file
+//   is open, updated on rename/unlink so ids stay attached to the right file;
+// - file handles: whatever `open` returns is handed back to read/write/release;
+// - whole-file snapshots for `readFile`/`writeFile` handlers;
+// - directory streams with stable offsets (the listing is taken once per opendir);
+// - path → node id resolution for cache invalidation (`invalidate`).
+
+import { Errno, FuseError } from "../fs/errors.ts";
+import type {
+  Attr, AttrReply, CreateReply, DirFiller, Entry, InitInfo, InodeFS, OpenReply, RequestContext, SetattrChanges, Statfs,
+} from "../fs/types.ts";
+import { S_IFDIR, S_IFLNK, S_IFMT, S_IFREG } from "../fs/types.ts";
+import { nowTimespec } from "../fs/attr.ts";
+import { checkName, contentBytes, contentLength, describe, hasSize, toAttr, toTimespec, typeOf, type StatDefaults } from "./stat.ts";
+import { isOpened, type Content, type DirEntryLike, type PathFSOptions, type PathHandlers, type StatLike } from "./types.ts";
+
+export const PATHFS: unique symbol = Symbol.for("fuse-uring.pathfs");
+
+const ROOT = 1;
+const O_ACCMODE = 3;
+const O_RDONLY = 0;
+const O_WRONLY = 1;
+const O_TRUNC = 0o1000;
+const RENAME_NOREPLACE = 1;
+
+class Node {
+  /** Lookup references held by the kernel. */
+  nlookup = 0;
+  /** Open file and directory handles. */
+  opens = 0;
+  readonly children = new Map<string, Node>();
+  /** Last time getattr found no size and computed it from readFile. */
+  dynamic = false;
+  /** Set once unlinked or replaced: the path it had. */
+  stalePath: string | null = null;
+  constructor(readonly ino: number, public name: string, public parent: Node | null) {}
+
+  get path(): string {
+    if (this.stalePath !== null) return this.stalePath;
+    if (!this.parent) return "/";
+    const parts: string[] = [];
+    for (let n: Node | null = this; n && n.parent; n = n.parent) parts.push(n.name);
+    return "/" + parts.reverse().join("/");
+  }
+}
+
+interface FileHandle {
+  kind: "file";
+  node: Node;
+  /** The path when opened (stays valid for handlers even if the file is unlinked). */
+  path: string;
+  value: unknown;
+  flags: number;
+  /** Snapshot mode: the content (null = not loaded yet). */
+  data: Uint8Array | null;
+  /** Length of `data` in use (data may have spare capacity). */
+  length: number;
+  /** A Blob served lazily (Bun.file) instead of bytes, for read-only opens. */
+  blob: Blob | null;
+  dirty: boolean;
+  snapshot: boolean;
+}
+
+interface DirHandle {
+  kind: "dir";
+  node: Node;
+  path: string;
+  entries: DirEntryLike[];
+  iterator: Iterator<DirEntryLike> | AsyncIterator<DirEntryLike> | null;
+  done: boolean;
+}
+
+type Handle = FileHandle | DirHandle;
+
+const defaultStatfs: Statfs = { blocks: 0, bfree: 0, bavail: 0, files: 0, ffree: 0, bsize: 4096, namelen: 255, frsize: 4096 };
+
+function joinPath(dir: string, name: string): string {
+  return dir === "/" ? "/" + name : dir + "/" + name;
+}
+
+/** Split "/a/b/c" into ["a", "b", "c"]; "" and "/" are the root. Rejects "..". */
+export function splitPath(path: string): string[] {
+  if (typeof path !== "string") throw new TypeError(`path must be a string, got ${describe(path)}`);
+  const parts = path.split("/").filter((p) => p !== "" && p !== ".");
+  if (parts.includes("..")) throw new TypeError(`path ${JSON.stringify(path)}: ".." is not allowed`);
+  return parts;
+}
+
+function isAsyncIterable(x: unknown): x is AsyncIterable<DirEntryLike> {
+  return typeof x === "object" && x !== null && typeof (x as { [Symbol.asyncIterator]?: unknown })[Symbol.asyncIterator] === "function";
+}
+
+function isIterable(x: unknown): x is Iterable<DirEntryLike> {
+  return typeof x === "object" && x !== null && typeof (x as { [Symbol.iterator]?: unknown })[Symbol.iterator] === "function";
+}
+
+/** What Mount offers for notifications (a structural subset of lib/mount.ts's Mount). */
+export interface Notifier {
+  invalidateInode(ino: number, off?: number, len?: number): number;
+  invalidateEntry(parent: number, name: string): number;
+}
+
+export class PathFS implements InodeFS {
+  readonly [PATHFS] = true;
+  private readonly nodes = new Map<number, Node>();
+  private readonly root: Node;
+  private nextIno = 2;
+  private readonly handles = new Map<number, Handle>();
+  private nextFh = 1;
+  private readonly defaults: StatDefaults;
+  private readonly snapshotReads: boolean;
+  private readonly snapshotWrites: boolean;
+  private notifier: Notifier | null = null;
+
+  constructor(readonly handlers: PathHandlers, readonly options: PathFSOptions = {}) {
+    if (typeof handlers !== "object" || handlers === null || typeof handlers.getattr !== "function") {
+      throw new TypeError("path handlers need at least a getattr(path) function");
+    }
+    this.root = new Node(ROOT, "", null);
+    this.root.nlookup = 1; // the kernel's reference to the root is never given back
+    this.nodes.set(ROOT, this.root);
+    const h = handlers;
+    this.defaults = {
+      time: nowTimespec(),
+      writable: !!(h.write || h.writeFile || h.truncate),
+      dirWritable: !!(h.create || h.mkdir || h.mknod || h.symlink || h.unlink || h.rename),
+    };
+    this.snapshotReads = !h.read && typeof h.readFile === "function";
+    this.snapshotWrites = !h.write && typeof h.writeFile === "function";
+  }
+
+  // ---- public helpers ---------------------------------------------------------------------------
+
+  /** Node id of `path` if the kernel currently knows it (else undefined: nothing is cached). */
+  resolve(path: string): number | undefined {
+    let n: Node | undefined = this.root;
+    for (const part of splitPath(path)) {
+      n = n.children.get(part);
+      if (!n) return undefined;
+    }
+    return n.ino;
+  }
+
+  /** Path of a node id the kernel holds (diagnostics, InodeFS wrappers). */
+  pathOf(ino: number): string | undefined {
+    return this.nodes.get(ino)?.path;
+  }
+
+  /** Number of nodes in the table (root included): bounded by what the kernel holds. */
+  get nodeCount(): number {
+    return this.nodes.size;
+  }
+
+  /** Called by mount() so that invalidate() works; returns a function that detaches. */
+  attach(notifier: Notifier): () => void {
+    this.notifier = notifier;
+    return () => {
+      if (this.notifier === notifier) this.notifier = null;
+    };
+  }
+
+  /**
+   * Tell the kernel that `path` changed: its cached data and attributes are dropped, and the
+   * name itself is forgotten (so a changed type or a deleted file is noticed). Returns false if
+   * the kernel had nothing cached for it. Needs a mounted filesystem.
+   */
+  invalidate(path: string): boolean {
+    const n = this.notifierOrThrow();
+    const parts = splitPath(path);
+    const ino = this.resolve(path);
+    let any = false;
+    if (ino !== undefined) any = okNotify(n.invalidateInode(ino, 0, 0)) || any;
+    if (parts.length > 0) {
+      const parent = this.resolve("/" + parts.slice(0, -1).join("/"));
+      if (parent !== undefined) any = okNotify(n.invalidateEntry(parent, parts[parts.length - 1]!)) || any;
+    }
+    return any;
+  }
+
+  /** Drop the cached name `name` in directory `parentPath` (e.g. after adding or removing it). */
+  invalidateEntry(parentPath: string, name: string): boolean {
+    const n = this.notifierOrThrow();
+    const parent = this.resolve(parentPath);
+    if (parent === undefined) return false;
+    return okNotify(n.invalidateEntry(parent, name));
+  }
+
+  private notifierOrThrow(): Notifier {
+    if (!this.notifier) throw new Error("invalidate: the filesystem is not mounted (or mount() did not attach it)");
+    return this.notifier;
+  }
+
+  // ---- node table -------------------------------------------------------------------------------
+
+  private node(ino: number): Node {
+    const n = this.nodes.get(ino);
+    if (!n) throw new FuseError("ESTALE", `unknown node id ${ino}`);
+    return n;
+  }
+
+  /** The node for `name` in `parent`, created if the kernel did not know it. */
+  private child(parent: Node, name: string): Node {
+    let n = parent.children.get(name);
+    if (!n) {
+      n = new Node(this.nextIno++, name, parent);
+      parent.children.set(name, n);
+      this.nodes.set(n.ino, n);
+    }
+    return n;
+  }
+
+  /** Free a node nobody refers to any more (and, in turn, parents kept only for it). */
+  private maybeDrop(n: Node | null): void {
+    while (n && n !== this.root && n.nlookup <= 0 && n.opens <= 0 && n.children.size === 0) {
+      this.nodes.delete(n.ino);
+      const p: Node | null = n.parent;
+      if (p && p.children.get(n.name) === n) p.children.delete(n.name);
+      n.parent = null;
+      n = p;
+    }
+  }
+
+  /** Remove `name` from `parent`'s table (unlink/rmdir/overwritten by rename). */
+  private detach(parent: Node, name: string): void {
+    const n = parent.children.get(name);
+    if (!n) return;
+    // Kept (by id) while the kernel holds it or a file is open; its old path is what handlers
+    // see for it from now on (an open, unlinked file).
+    n.stalePath = n.path;
+    parent.children.delete(name);
+    n.parent = null;
+    this.maybeDrop(n);
+  }
+
+  // ---- attributes ----------------------------------------------------------------------------------
+
+  private async stat(path: string, ctx: RequestContext): Promise<StatLike> {
+    const st = await this.handlers.getattr(path, ctx);
+    if (st === null || st === undefined || st === false) throw new FuseError("ENOENT");
+    if (typeof st !== "object") throw new TypeError(`getattr(${JSON.stringify(path)}) returned ${describe(st)}; expected an object like { mode, size, mtime } or null for ENOENT`);
+    return st;
+  }
+
+  /** getattr + size computed from readFile where needed; `node` gets its dynamic flag. */
+  private async attrOf(path: string, ctx: RequestContext, ino: number, node?: Node): Promise<Attr> {
+    const st = await this.stat(path, ctx);
+    let size: number | undefined;
+    let dynamic = false;
+    if (this.snapshotReads && !hasSize(st) && typeOf(st, path) === S_IFREG) {
+      size = contentLength(await this.handlers.readFile!(path, ctx), `readFile(${JSON.stringify(path)})`);
+      dynamic = true;
+    }
+    if (node) node.dynamic = dynamic;
+    return toAttr(st, path, ino, this.defaults, size);
+  }
+
+  private entry(node: Node, attr: Attr): Entry {
+    node.nlookup++;
+    const e: Entry = { ino: node.ino, attr };
+    if (this.options.entryTtl !== undefined) e.entryTtl = this.options.entryTtl;
+    if (this.options.attrTtl !== undefined) e.attrTtl = this.options.attrTtl;
+    return e;
+  }
+
+  private attrReply(attr: Attr): AttrReply {
+    return this.options.attrTtl !== undefined ? { attr, attrTtl: this.options.attrTtl } : { attr };
+  }
+
+  /** Attributes of a fresh name under `parent` and a lookup reference to it. */
+  private async newEntry(ctx: RequestContext, parent: Node, name: string): Promise<Entry> {
+    const path = joinPath(parent.path, name);
+    // Create the node first so its id is in the attributes; drop it again on failure.
+    const node = this.child(parent, name);
+    node.opens++;
+    try {
+      const attr = await this.attrOf(path, ctx, node.ino, node);
+      return this.entry(node, attr);
+    } finally {
+      node.opens--;
+      this.maybeDrop(node);
+    }
+  }
+
+  // ---- InodeFS ----------------------------------------------------------------------------------------
+
+  init(info: InitInfo): void | Promise<void> {
+    return this.handlers.init?.(info);
+  }
+
+  destroy(): void | Promise<void> {
+    return this.handlers.destroy?.();
+  }
+
+  async lookup(ctx: RequestContext, parent: number, name: string): Promise<Entry> {
+    checkName(name);
+    const p = this.node(parent);
+    return this.newEntry(ctx, p, name);
+  }
+
+  forget(ino: number, nlookup: number): void {
+    const n = this.nodes.get(ino);
+    if (!n || n === this.root) return;
+    n.nlookup -= nlookup;
+    if (n.nlookup < 0) n.nlookup = 0;
+    this.maybeDrop(n);
+  }
+
+  async getattr(ctx: RequestContext, ino: number, fh: number | undefined): Promise<AttrReply> {
+    const node = this.node(ino);
+    const handle = fh !== undefined ? this.handles.get(fh) : undefined;
+    if (handle?.kind === "file" && handle.snapshot && (handle.data || handle.blob || handle.dirty)) {
+      const st = await this.stat(handle.path, ctx).catch((e) => {
+        if (e instanceof FuseError && e.errno === Errno.ENOENT) return {} as StatLike; // open but unlinked
+        throw e;
+      });
+      const size = handle.data ? handle.length : handle.blob ? handle.blob.size : undefined;
+      return this.attrReply(toAttr({ type: "file", ...st }, handle.path, ino, this.defaults, size));
+    }
+    return this.attrReply(await this.attrOf(node.path, ctx, ino, node));
+  }
+
+  async setattr(ctx: RequestContext, ino: number, c: SetattrChanges): Promise<AttrReply> {
+    const node = this.node(ino);
+    const h = this.handlers;
+    const handle = c.fh !== undefined ? this.handles.get(c.fh) : undefined;
+    const fileHandle = handle?.kind === "file" ? handle : undefined;
+    const path = fileHandle?.path ?? node.path;
+    if (c.mode !== undefined) {
+      if (!h.chmod) throw new FuseError("EPERM", "no chmod handler");
+      await h.chmod(path, c.mode & 0o7777, ctx);
+    }
+    if (c.uid !== undefined || c.gid !== undefined) {
+      if (!h.chown) throw new FuseError("EPERM", "no chown handler");
+      await h.chown(path, c.uid ?? -1, c.gid ?? -1, ctx);
+    }
+    if (c.size !== undefined) await this.truncate(ctx, path, c.size, fileHandle);
+    if ((c.atime !== undefined || c.mtime !== undefined) && h.utimens) {
+      const date = (t: [number, number] | "now" | undefined): Date | undefined =>
+        t === undefined ? undefined : t === "now" ? new Date() : new Date(t[0] * 1000 + Math.floor(t[1] / 1e6));
+      await h.utimens(path, date(c.atime), date(c.mtime), ctx);
+    }
+    return this.getattr(ctx, ino, fileHandle ? c.fh : undefined);
+  }
+
+  private async truncate(ctx: RequestContext, path: string, size: number, handle: FileHandle | undefined): Promise<void> {
+    const h = this.handlers;
+    if (handle && handle.snapshot && !h.truncate) {
+      if (size > 0) await this.load(handle, ctx);
+      this.resize(handle, size);
+      handle.dirty = true;
+      return;
+    }
+    if (h.truncate) return h.truncate(path, size, handle?.value, ctx);
+    if (this.snapshotWrites) {
+      // Truncate by path: read, resize, write back.
+      const data = size > 0 && h.readFile ? await contentBytes(await h.readFile(path, ctx), `readFile(${JSON.stringify(path)})`) : new Uint8Array(0);
+      const out = Buffer.alloc(size);
+      out.set(data.subarray(0, size));
+      return h.writeFile!(path, out, ctx);
+    }
+    throw new FuseError("EACCES", "no truncate/writeFile handler");
+  }
+
+  async readlink(ctx: RequestContext, ino: number): Promise<string> {
+    const path = this.node(ino).path;
+    if (this.handlers.readlink) {
+      const t = await this.handlers.readlink(path, ctx);
+      if (typeof t !== "string") throw new TypeError(`readlink(${JSON.stringify(path)}) returned ${describe(t)}; expected a string`);
+      return t;
+    }
+    const st = await this.stat(path, ctx);
+    if (typeof st.target === "string") return st.target;
+    throw new FuseError("EINVAL");
+  }
+
+  async symlink(ctx: RequestContext, parent: number, name: string, target: string): Promise<Entry> {
+    checkName(name);
+    const p = this.node(parent);
+    if (!this.handlers.symlink) throw new FuseError("EPERM", "no symlink handler");
+    await this.handlers.symlink(target, joinPath(p.path, name), ctx);
+    return this.newEntry(ctx, p, name);
+  }
+
+  async mknod(ctx: RequestContext, parent: number, name: string, mode: number, rdev: number, umask: number): Promise<Entry> {
+    checkName(name);
+    const p = this.node(parent);
+    const path = joinPath(p.path, name);
+    const h = this.handlers;
+    if (h.mknod) await h.mknod(path, mode & ~umask, rdev, ctx);
+    else if ((mode & S_IFMT) === S_IFREG && h.create) {
+      const v = await h.create(path, mode & ~umask & 0o7777, O_WRONLY, ctx);
+      await h.release?.(path, isOpened(v) ? v.handle : v, ctx);
+    } else throw new FuseError("EACCES", "no mknod/create handler");
+    return this.newEntry(ctx, p, name);
+  }
+
+  async mkdir(ctx: RequestContext, parent: number, name: string, mode: number, umask: number): Promise<Entry> {
+    checkName(name);
+    const p = this.node(parent);
+    if (!this.handlers.mkdir) throw new FuseError("EACCES", "no mkdir handler");
+    await this.handlers.mkdir(joinPath(p.path, name), mode & ~umask & 0o7777, ctx);
+    return this.newEntry(ctx, p, name);
+  }
+
+  async unlink(ctx: RequestContext, parent: number, name: string): Promise<void> {
+    const p = this.node(parent);
+    if (!this.handlers.unlink) throw new FuseError("EACCES", "no unlink handler");
+    await this.handlers.unlink(joinPath(p.path, name), ctx);
+    this.detach(p, name);
+  }
+
+  async rmdir(ctx: RequestContext, parent: number, name: string): Promise<void> {
+    const p = this.node(parent);
+    if (!this.handlers.rmdir) throw new FuseError("EACCES", "no rmdir handler");
+    await this.handlers.rmdir(joinPath(p.path, name), ctx);
+    this.detach(p, name);
+  }
+
+  async rename(ctx: RequestContext, parent: number, name: string, newParent: number, newName: string, flags: number): Promise<void> {
+    checkName(newName);
+    const p = this.node(parent);
+    const np = this.node(newParent);
+    const h = this.handlers;
+    if (!h.rename) throw new FuseError("EACCES", "no rename handler");
+    if (flags & ~RENAME_NOREPLACE) throw new FuseError("EINVAL", "RENAME_EXCHANGE/WHITEOUT are not supported by path handlers");
+    const from = joinPath(p.path, name);
+    const to = joinPath(np.path, newName);
+    if (flags & RENAME_NOREPLACE) {
+      const exists = await Promise.resolve(h.getattr(to, ctx)).catch((e) => {
+        if (e instanceof FuseError && e.errno === Errno.ENOENT) return null;
+        throw e;
+      });
+      if (exists) throw new FuseError("EEXIST");
+    }
+    await h.rename(from, to, ctx);
+    if (p === np && name === newName) return;
+    // Move the node (if the kernel knows it) so its id follows the file.
+    const moving = p.children.get(name);
+    this.detach(np, newName);
+    if (moving) {
+      p.children.delete(name);
+      moving.name = newName;
+      moving.parent = np;
+      np.children.set(newName, moving);
+    }
+  }
+
+  async link(ctx: RequestContext, ino: number, newParent: number, newName: string): Promise<Entry> {
+    checkName(newName);
+    const n = this.node(ino);
+    const np = this.node(newParent);
+    if (!this.handlers.link) throw new FuseError("EPERM", "no link handler");
+    await this.handlers.link(n.path, joinPath(np.path, newName), ctx);
+    return this.newEntry(ctx, np, newName);
+  }
+
+  // ---- files ----------------------------------------------------------------------------------------
+
+  private newHandle(node: Node, path: string, value: unknown, flags: number): FileHandle {
+    return { kind: "file", node, path, value, flags, data: null, length: 0, blob: null, dirty: false, snapshot: false };
+  }
+
+  private register(h: Handle): number {
+    const fh = this.nextFh++;
+    this.handles.set(fh, h);
+    h.node.opens++;
+    return fh;
+  }
+
+  private writable(flags: number): boolean {
+    return (flags & O_ACCMODE) !== O_RDONLY;
+  }
+
+  async open(ctx: RequestContext, ino: number, flags: number): Promise<OpenReply> {
+    const node = this.node(ino);
+    const path = node.path;
+    const h = this.handlers;
+    if (this.writable(flags) && !h.write && !h.writeFile) throw new FuseError("EACCES", "read-only file (no write/writeFile handler)");
+    node.opens++; // keep the node while handlers run
+    try {
+      const v = h.open ? await h.open(path, flags, ctx) : undefined;
+      const handle = this.newHandle(node, path, isOpened(v) ? v.handle : v, flags);
+      const snapshotWrite = this.writable(flags) && this.snapshotWrites;
+      handle.snapshot = this.snapshotReads || snapshotWrite;
+      if (handle.snapshot) {
+        if (flags & O_TRUNC && snapshotWrite) handle.data = new Uint8Array(0);
+        else if ((flags & O_ACCMODE) !== O_WRONLY) await this.load(handle, ctx);
+      }
+      const reply = this.openFlags(v, handle.snapshot && node.dynamic);
+      reply.fh = this.register(handle);
+      return reply;
+    } finally {
+      node.opens--;
+    }
+  }
+
+  /** FOPEN_* flags: what open/create asked for with opened(), else the defaults. */
+  private openFlags(v: unknown, computedSize: boolean): OpenReply {
+    if (isOpened(v)) return { fh: 0, directIo: v.directIo, keepCache: v.keepCache, nonSeekable: v.nonSeekable };
+    // A size computed from the content may be stale by the time of the open: read to EOF.
+    if (computedSize || this.options.directIo) return { fh: 0, directIo: true };
+    return { fh: 0, keepCache: this.options.keepCache };
+  }
+
+  /** Load the snapshot of a handle (readFile); Blobs stay lazy for read-only handles. */
+  private async load(handle: FileHandle, ctx: RequestContext): Promise<void> {
+    if (handle.data || handle.blob) return;
+    const h = this.handlers;
+    if (!h.readFile) {
+      handle.data = new Uint8Array(0);
+      return;
+    }
+    const c: Content | null | undefined = await h.readFile(handle.path, ctx);
+    if (handle.data || handle.blob) return; // loaded concurrently
+    if (c instanceof Blob && !this.writable(handle.flags)) {
+      handle.blob = c;
+      return;
+    }
+    const bytes = await contentBytes(c, `readFile(${JSON.stringify(handle.path)})`);
+    if (handle.data || handle.blob) return;
+    // A private copy when writable (the handler may keep returning the same buffer).
+    handle.data = this.writable(handle.flags) ? new Uint8Array(bytes) : bytes;
+    handle.length = bytes.length;
+  }
+
+  private resize(handle: FileHandle, size: number): void {
+    let data = handle.data ?? new Uint8Array(0);
+    if (size > data.length) {
+      const grown = new Uint8Array(Math.max(size, Math.min(data.length * 2, size + (64 << 20))));
+      grown.set(data.subarray(0, handle.length));
+      data = grown;
+    } else if (size < handle.length) {
+      data.fill(0, size, handle.length);
+    }
+    handle.data = data;
+    handle.length = size;
+  }
+
+  private fileHandle(fh: number): FileHandle {
+    const handle = this.handles.get(fh);
+    if (!handle || handle.kind !== "file") throw new FuseError("EBADF");
+    return handle;
+  }
+
+  async read(ctx: RequestContext, _ino: number, fh: number, offset: number, size: number, out: Uint8Array): Promise<number | Uint8Array> {
+    const handle = this.fileHandle(fh);
+    const h = this.handlers;
+    if (h.read && !(handle.snapshot && handle.data && handle.dirty)) {
+      const r = await h.read(handle.path, offset, size, handle.value, ctx);
+      if (r === null || r === undefined) return 0;
+      if (r instanceof Blob) return new Uint8Array(await r.slice(0, size).arrayBuffer());
+      if (typeof r === "string") return Buffer.from(r, "utf8").subarray(0, size);
+      return contentBytes(r, `read(${JSON.stringify(handle.path)})`);
+    }
+    if (!handle.snapshot) throw new FuseError("ENOSYS", "no read/readFile handler");
+    await this.load(handle, ctx);
+    if (handle.blob) {
+      const b = handle.blob;
+      if (offset >= b.size) return 0;
+      return new Uint8Array(await b.slice(offset, Math.min(b.size, offset + size)).arrayBuffer());
+    }
+    const data = handle.data!;
+    if (offset >= handle.length) return 0;
+    const n = Math.min(size, handle.length - offset);
+    out.set(data.subarray(offset, offset + n));
+    return n;
+  }
+
+  async write(ctx: RequestContext, _ino: number, fh: number, offset: number, data: Uint8Array): Promise<number> {
+    const handle = this.fileHandle(fh);
+    const h = this.handlers;
+    if (h.write) {
+      const n = await h.write(handle.path, Buffer.from(data), offset, handle.value, ctx);
+      return typeof n === "number" ? n : data.length;
+    }
+    if (!handle.snapshot) throw new FuseError("EBADF");
+    if (!handle.data) await this.load(handle, ctx);
+    if (handle.blob) throw new FuseError("EBADF");
+    const end = offset + data.length;
+    if (end > handle.length) this.resize(handle, end);
+    handle.data!.set(data, offset);
+    handle.dirty = true;
+    return data.length;
+  }
+
+  /** Hand the complete new content of a dirty snapshot to writeFile. */
+  private async save(handle: FileHandle, ctx: RequestContext): Promise<void> {
+    if (!handle.dirty || !this.handlers.writeFile) return;
+    handle.dirty = false;
+    const data = handle.data ?? new Uint8Array(0);
+    try {
+      await this.handlers.writeFile(handle.path, Buffer.from(data.buffer, data.byteOffset, handle.length), ctx);
+    } catch (e) {
+      handle.dirty = true;
+      throw e;
+    }
+  }
+
+  async flush(ctx: RequestContext, _ino: number, fh: number): Promise<void> {
+    const handle = this.handles.get(fh);
+    if (!handle || handle.kind !== "file") return;
+    await this.save(handle, ctx);
+    await this.handlers.flush?.(handle.path, handle.value, ctx);
+  }
+
+  async fsync(ctx: RequestContext, _ino: number, fh: number, datasync: boolean): Promise<void> {
+    const handle = this.handles.get(fh);
+    if (!handle || handle.kind !== "file") return;
+    await this.save(handle, ctx);
+    await this.handlers.fsync?.(handle.path, datasync, handle.value, ctx);
+  }
+
+  async release(ctx: RequestContext, _ino: number, fh: number): Promise<void> {
+    const handle = this.handles.get(fh);
+    if (!handle || handle.kind !== "file") return;
+    try {
+      await this.save(handle, ctx); // writes without a flush (e.g. through mmap)
+      await this.handlers.release?.(handle.path, handle.value, ctx);
+    } finally {
+      this.handles.delete(fh);
+      handle.node.opens--;
+      this.maybeDrop(handle.node);
+    }
+  }
+
+  async create(ctx: RequestContext, parent: number, name: string, mode: number, umask: number, flags: number): Promise<CreateReply> {
+    checkName(name);
+    const p = this.node(parent);
+    const h = this.handlers;
+    if (!h.create) throw new FuseError("EACCES", "no create handler");
+    const path = joinPath(p.path, name);
+    const v = await h.create(path, mode & ~umask & 0o7777, flags, ctx);
+    const entry = await this.newEntry(ctx, p, name);
+    const node = this.node(entry.ino);
+    const handle = this.newHandle(node, path, isOpened(v) ? v.handle : v, flags);
+    handle.snapshot = (this.writable(flags) && this.snapshotWrites) || this.snapshotReads;
+    if (handle.snapshot) handle.data = new Uint8Array(0);
+    const open = this.openFlags(v, handle.snapshot && this.snapshotReads);
+    open.fh = this.register(handle);
+    return { entry, open };
+  }
+
+  // ---- directories ---------------------------------------------------------------------------------
+
+  opendir(_ctx: RequestContext, ino: number): number {
+    const node = this.node(ino);
+    return this.register({ kind: "dir", node, path: node.path, entries: [], iterator: null, done: false });
+  }
+
+  private async startListing(d: DirHandle, ctx: RequestContext): Promise<void> {
+    const h = this.handlers;
+    if (!h.readdir) {
+      d.done = true;
+      return;
+    }
+    const r = await h.readdir(d.path, ctx);
+    if (Array.isArray(r)) {
+      d.entries = r.slice();
+      d.done = true;
+    } else if (isAsyncIterable(r)) d.iterator = r[Symbol.asyncIterator]();
+    else if (isIterable(r)) d.iterator = r[Symbol.iterator]();
+    else throw new TypeError(`readdir(${JSON.stringify(d.path)}) returned ${describe(r)}; expected an array or (async) iterable of names or { name, ...stat }`);
+  }
+
+  /** Make sure entries[i] is fetched (or the listing is exhausted). */
+  private async fetch(d: DirHandle, i: number, ctx: RequestContext): Promise<boolean> {
+    while (d.entries.length <= i && !d.done) {
+      if (!d.iterator) {
+        await this.startListing(d, ctx);
+        continue;
+      }
+      const r = await d.iterator.next();
+      if (r.done) d.done = true;
+      else d.entries.push(r.value);
+    }
+    return i < d.entries.length;
+  }
+
+  // Offsets: "." = 1, ".." = 2, entries[i] = i + 3 (the cookie to continue *after* an entry).
+  async readdir(ctx: RequestContext, ino: number, fh: number, offset: number, filler: DirFiller): Promise<void> {
+    const d = this.handles.get(fh);
+    if (!d || d.kind !== "dir") throw new FuseError("EBADF");
+    const node = this.node(ino);
+    const dirAttr = (i: number): Attr => toAttr({ type: "dir" }, "/", i, this.defaults);
+    if (offset < 1 && !filler.add(".", 1, { ino: 0, attr: dirAttr(node.ino) })) return;
+    if (offset < 2 && !filler.add("..", 2, { ino: 0, attr: dirAttr(node.parent?.ino ?? node.ino) })) return;
+    const seen = new Set<string>();
+    for (let i = Math.max(0, offset - 2); await this.fetch(d, i, ctx); i++) {
+      const e = d.entries[i]!;
+      const name = typeof e === "string" ? e : e?.name;
+      if (typeof name !== "string" || name === "" || name.includes("/") || name.includes("\0")) {
+        throw new TypeError(`readdir(${JSON.stringify(d.path)}): entry ${i} is ${describe(e)}; expected a name or { name, ...stat } (no "/" in names)`);
+      }
+      if (name === "." || name === "..") continue;
+      if (seen.has(name)) continue;
+      seen.add(name);
+      const path = joinPath(d.path, name);
+      if (typeof e === "object" && (e.mode !== undefined || e.type !== undefined || e.size !== undefined || e.target !== undefined)) {
+        // Attributes given: a complete READDIRPLUS entry (one lookup reference if accepted).
+        const { name: _n, ...st } = e;
+        const existing = node.children.get(name);
+        const dynamic = this.snapshotReads && !hasSize(st) && typeOf(st, path) === S_IFREG;
+        if (filler.plus && !dynamic) {
+          const child = this.child(node, name);
+          const attr = toAttr(st, path, child.ino, this.defaults);
+          if (!filler.add(name, i + 3, { ino: child.ino, attr })) {
+            this.maybeDrop(child);
+            return;
+          }
+          child.nlookup++;
+          continue;
+        }
+        const attr = toAttr(st, path, existing?.ino ?? pseudoIno(path), this.defaults, dynamic ? 0 : undefined);
+        if (!filler.add(name, i + 3, { ino: 0, attr })) return;
+        continue;
+      }
+      // A bare name: type unknown (DT_UNKNOWN); the kernel looks it up when it needs it.
+      const attr = toAttr({ mode: 0 }, path, node.children.get(name)?.ino ?? pseudoIno(path), this.defaults);
+      attr.mode = 0;
+      if (!filler.add(name, i + 3, { ino: 0, attr })) return;
+    }
+  }
+
+  async releasedir(_ctx: RequestContext, _ino: number, fh: number): Promise<void> {
+    const d = this.handles.get(fh);
+    if (!d || d.kind !== "dir") return;
+    this.handles.delete(fh);
+    d.node.opens--;
+    this.maybeDrop(d.node);
+    if (d.iterator && !d.done) await d.iterator.return?.();
+  }
+
+  // ---- misc ---------------------------------------------------------------------------------------------
+
+  async statfs(ctx: RequestContext, ino: number): Promise<Statfs> {
+    if (!this.handlers.statfs) return defaultStatfs;
+    const s = await this.handlers.statfs(this.nodes.get(ino)?.path ?? "/", ctx);
+    return { ...defaultStatfs, ...s };
+  }
+
+  async access(ctx: RequestContext, ino: number, mask: number): Promise<void> {
+    if (this.handlers.access) await this.handlers.access(this.node(ino).path, mask, ctx);
+  }
+
+  async getxattr(ctx: RequestContext, ino: number, name: string): Promise<string | Uint8Array> {
+    if (!this.handlers.getxattr) throw new FuseError("ENOTSUP");
+    const v = await this.handlers.getxattr(this.node(ino).path, name, ctx);
+    if (v === null || v === undefined) throw new FuseError("ENODATA");
+    return v;
+  }
+
+  async setxattr(ctx: RequestContext, ino: number, name: string, value: Uint8Array, flags: number): Promise<void> {
+    if (!this.handlers.setxattr) throw new FuseError("ENOTSUP");
+    await this.handlers.setxattr(this.node(ino).path, name, Buffer.from(value), flags, ctx);
+  }
+
+  async listxattr(ctx: RequestContext, ino: number): Promise<string[]> {
+    if (!this.handlers.listxattr) return [];
+    return this.handlers.listxattr(this.node(ino).path, ctx);
+  }
+
+  async removexattr(ctx: RequestContext, ino: number, name: string): Promise<void> {
+    if (!this.handlers.removexattr) throw new FuseError("ENOTSUP");
+    await this.handlers.removexattr(this.node(ino).path, name, ctx);
+  }
+}
+
+/** A stable non-zero d_ino for names the kernel has not looked up (FNV-1a, high bit set). */
+function pseudoIno(path: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < path.length; i++) {
+    h ^= path.charCodeAt(i);
+    h = Math.imul(h, 0x01000193);
+  }
+  return 2 ** 40 + (h >>> 0);
+}
+
+function okNotify(rc: number): boolean {
+  // ENOENT: the kernel had nothing cached for it, which is fine.
+  if (rc === 0) return true;
+  if (rc === -Errno.ENOENT) return false;
+  throw new FuseError(-rc, `invalidation failed: ${-rc}`);
+}
+
+/** Serve path handlers: `mount(mnt, paths({ getattr, readdir, read }))`. */
+export function paths<H = any>(handlers: PathHandlers<H>, options?: PathFSOptions): PathFS {
+  return new PathFS(handlers as PathHandlers, options);
+}
+
+export function isPathFS(x: unknown): x is PathFS {
+  return typeof x === "object" && x !== null && (x as { [PATHFS]?: unknown })[PATHFS] === true;
+}
+
+// Re-exported helpers used by tree.ts and tests.
+export { S_IFDIR, S_IFLNK, S_IFREG, toTimespec };

@@ -1,0 +1,300 @@
+// The declarative tree: a filesystem from a plain object.
+//
+//   tree({
+//     "hello.txt": "hi\n",                                  // static text
+//     "now.txt": () => new Date().toISOString() + "\n",     // computed at every open
+//     "data.bin": new Uint8Array([1, 2, 3]),                // bytes
+//     "passwd": Bun.file("/etc/passwd"),                    // a file on disk, read lazily
+//     "config": file({ read: () => cfg, write: (d) => { cfg = d.toString(); } }),
+//     "docs": { "a.md": "# A\n" },                          // nested object = directory
+//     "live": dir(async () => ({ [`${Date.now()}`]: "x" })), // directory computed per access
+//     "link": symlink("hello.txt"),
+//   })
+//
+// The object is read live: mutate it (or the values behind its functions) and call
+// `m.invalidate(path)` to make the kernel drop what it cached. Computed files report the size of
+// a fresh evaluation in stat, and every open takes a snapshot that is served with direct I/O, so
+// `cat` always sees every byte of one consistent evaluation. null/undefined values are absent.
+//
+// A bare object given to mount()/toInodeFS() is a tree unless it has a `lookup` function
+// (an InodeFS) or a `getattr` function (path handlers); wrap it in tree() to be explicit.
+
+import { FuseError } from "./fs/errors.ts";
+import type { RequestContext } from "./fs/types.ts";
+import { nowTimespec } from "./fs/attr.ts";
+import { PathFS } from "./path/pathfs.ts";
+import { contentLength, describe, isContent } from "./path/stat.ts";
+import { opened, type Content, type DirEntryLike, type MaybePromise, type PathFSOptions, type StatLike, type TimeLike } from "./path/types.ts";
+
+const TREE: unique symbol = Symbol.for("fuse-uring.tree");
+
+/** Content, or something that produces it when a file is opened. */
+export type FileSource = Content | Promise<Content> | ((ctx: RequestContext) => MaybePromise<Content>);
+
+export interface FileOptions {
+  /** Produces the content (at stat and at every open). */
+  read?: (ctx: RequestContext) => MaybePromise<Content>;
+  /**
+   * Makes the file writable: called with the complete new content when a writer closes the file
+   * (or fsyncs). Throw FuseError to fail the close (e.g. EINVAL for bad input).
+   */
+  write?: (data: Buffer, ctx: RequestContext) => MaybePromise<void>;
+  /** Permission bits (default 0o644 if writable, else 0o444). */
+  mode?: number;
+  /** Size reported by stat when known in advance (skips evaluating `read` on stat). */
+  size?: number;
+  mtime?: TimeLike;
+  /** Serve with direct I/O (default: true for computed content, false for static). */
+  directIo?: boolean;
+}
+
+export interface FileSpec extends FileOptions {
+  readonly [TREE]: "file";
+  /** Static content or a producer (from `file(content)`). */
+  source?: FileSource;
+}
+
+export type DirEntries = { readonly [name: string]: TreeValue } | ReadonlyMap<string, TreeValue>;
+
+export interface DirSpec {
+  readonly [TREE]: "dir";
+  entries: DirEntries | ((ctx: RequestContext) => MaybePromise<DirEntries>);
+  mode?: number;
+  mtime?: TimeLike;
+}
+
+export interface LinkSpec {
+  readonly [TREE]: "symlink";
+  target: string;
+}
+
+export type TreeValue = FileSource | FileSpec | DirSpec | LinkSpec | DirEntries | null | undefined;
+
+/** A file with options: `file({ read, write })`, `file("text", { mode: 0o600 })`. */
+export function file(options: FileOptions): FileSpec;
+export function file(source: FileSource, options?: Omit<FileOptions, "read">): FileSpec;
+export function file(a: FileSource | FileOptions, options: Omit<FileOptions, "read"> = {}): FileSpec {
+  if (isContent(a) || typeof a === "function" || isThenable(a)) return { [TREE]: "file", ...options, source: a as FileSource };
+  if (typeof a === "object" && a !== null) return { [TREE]: "file", ...(a as FileOptions) };
+  throw new TypeError(`file(): expected content, a function or { read, write }, got ${describe(a)}`);
+}
+
+/** A directory with options, or one computed per access: `dir(async () => ({ … }))`. */
+export function dir(entries: DirSpec["entries"], options: { mode?: number; mtime?: TimeLike } = {}): DirSpec {
+  return { [TREE]: "dir", entries, ...options };
+}
+
+export function symlink(target: string): LinkSpec {
+  if (typeof target !== "string" || target === "") throw new TypeError("symlink(): target must be a non-empty string");
+  return { [TREE]: "symlink", target };
+}
+
+function isThenable(v: unknown): v is Promise<unknown> {
+  return typeof v === "object" && v !== null && typeof (v as { then?: unknown }).then === "function";
+}
+
+function brand(v: unknown): "file" | "dir" | "symlink" | undefined {
+  return typeof v === "object" && v !== null ? ((v as { [TREE]?: "file" | "dir" | "symlink" })[TREE]) : undefined;
+}
+
+function isPlainObject(v: unknown): v is Record<string, TreeValue> {
+  if (typeof v !== "object" || v === null) return false;
+  const proto = Object.getPrototypeOf(v);
+  return proto === Object.prototype || proto === null;
+}
+
+/** Whether `v` is something tree() takes as a directory. */
+export function isTreeDir(v: unknown): v is DirEntries | DirSpec {
+  return brand(v) === "dir" || v instanceof Map || (isPlainObject(v) && brand(v) === undefined);
+}
+
+interface BunFileLike extends Blob {
+  name?: string;
+  stat?: () => Promise<{ size: number; mtime: Date; mtimeMs: number }>;
+}
+
+function isBunFile(v: unknown): v is BunFileLike & { name: string; stat: NonNullable<BunFileLike["stat"]> } {
+  return v instanceof Blob && typeof (v as BunFileLike).name === "string" && typeof (v as BunFileLike).stat === "function";
+}
+
+type Kind = { t: "dir"; entries: DirEntries; spec?: DirSpec } | { t: "file"; v: FileSource | FileSpec } | { t: "symlink"; target: string };
+
+export interface TreeOptions extends PathFSOptions {}
+
+class Tree {
+  private readonly created: [number, number] = nowTimespec();
+  /** Computed files: content hash and when it last changed (their mtime). */
+  private readonly seen = new Map<string, { hash: bigint | number; mtime: [number, number] }>();
+
+  constructor(private readonly root: TreeValue) {
+    if (!isTreeDir(root)) throw new TypeError(`tree(): the root must be an object (a directory), got ${describe(root)}`);
+  }
+
+  private async entriesOf(v: DirEntries | DirSpec, ctx: RequestContext): Promise<DirEntries> {
+    if (brand(v) === "dir") {
+      const spec = v as DirSpec;
+      const e = typeof spec.entries === "function" ? await spec.entries(ctx) : spec.entries;
+      if (!(e instanceof Map) && !isPlainObject(e)) throw new TypeError(`dir(): entries must be an object or a Map, got ${describe(e)}`);
+      return e;
+    }
+    return v as DirEntries;
+  }
+
+  private childOf(entries: DirEntries, name: string): TreeValue {
+    if (entries instanceof Map) return entries.get(name);
+    return Object.hasOwn(entries, name) ? (entries as Record<string, TreeValue>)[name] : undefined;
+  }
+
+  private classify(v: TreeValue, path: string): Kind | null {
+    if (v === null || v === undefined) return null;
+    const b = brand(v);
+    if (b === "symlink") return { t: "symlink", target: (v as LinkSpec).target };
+    if (b === "file") return { t: "file", v: v as FileSpec };
+    if (b === "dir") return { t: "dir", entries: {}, spec: v as DirSpec };
+    if (isContent(v) || typeof v === "function" || isThenable(v)) return { t: "file", v: v as FileSource };
+    if (v instanceof Map || isPlainObject(v)) return { t: "dir", entries: v as DirEntries };
+    throw new TypeError(`tree: ${path} is ${describe(v)}; expected a string, bytes, a function, Bun.file(), a nested object, file(), dir() or symlink()`);
+  }
+
+  /** The value at `path` (directories: their entries resolved). */
+  async resolve(path: string, ctx: RequestContext): Promise<Kind | null> {
+    let cur = this.classify(this.root, "/");
+    let at = "";
+    for (const part of path.split("/")) {
+      if (part === "") continue;
+      if (!cur) return null;
+      if (cur.t !== "dir") throw new FuseError("ENOTDIR");
+      const entries = cur.spec ? await this.entriesOf(cur.spec, ctx) : cur.entries;
+      at += "/" + part;
+      cur = this.classify(this.childOf(entries, part), at);
+    }
+    if (cur?.t === "dir" && cur.spec) cur = { t: "dir", entries: await this.entriesOf(cur.spec, ctx), spec: cur.spec };
+    return cur;
+  }
+
+  private static isComputed(v: FileSource | FileSpec): boolean {
+    if (brand(v) === "file") {
+      const s = v as FileSpec;
+      return !!s.read || (s.source !== undefined && !isContent(s.source));
+    }
+    return !isContent(v);
+  }
+
+  private static writer(v: FileSource | FileSpec): FileSpec["write"] {
+    return brand(v) === "file" ? (v as FileSpec).write : undefined;
+  }
+
+  /** Evaluate a file's content now. */
+  async content(v: FileSource | FileSpec, ctx: RequestContext, path: string): Promise<Content> {
+    let src: unknown = v;
+    if (brand(v) === "file") {
+      const s = v as FileSpec;
+      src = s.read ?? s.source ?? "";
+    }
+    if (typeof src === "function") src = await (src as (ctx: RequestContext) => unknown)(ctx);
+    else if (isThenable(src)) src = await src;
+    if (src === null || src === undefined) return "";
+    if (typeof src === "number" || typeof src === "boolean" || typeof src === "bigint") return String(src);
+    if (!isContent(src)) throw new TypeError(`tree: ${path} produced ${describe(src)}; expected a string, Uint8Array, ArrayBuffer or Blob`);
+    return src;
+  }
+
+  /** Track when computed content changed: that is its mtime. */
+  private async mtimeOf(path: string, c: Content): Promise<[number, number]> {
+    let hash: bigint | number;
+    if (typeof c === "string" || c instanceof Uint8Array || c instanceof ArrayBuffer) hash = Bun.hash(c);
+    else if (ArrayBuffer.isView(c)) hash = Bun.hash(new Uint8Array(c.buffer, c.byteOffset, c.byteLength));
+    else hash = (c as Blob).size * 31 + ((c as BunFileLike).name ? Bun.hash((c as BunFileLike).name!) as number : 0);
+    const s = this.seen.get(path);
+    if (s && s.hash === hash) return s.mtime;
+    const mtime = s ? nowTimespec() : this.created;
+    if (this.seen.size > 10000) this.seen.clear();
+    this.seen.set(path, { hash, mtime });
+    return mtime;
+  }
+
+  async stat(k: Kind, path: string, ctx: RequestContext, cheap: boolean): Promise<StatLike | null> {
+    if (k.t === "dir") return { type: "dir", mode: k.spec?.mode ?? 0o555, mtime: k.spec?.mtime ?? this.created };
+    if (k.t === "symlink") return { type: "symlink", target: k.target, mtime: this.created };
+    const v = k.v;
+    const spec = brand(v) === "file" ? (v as FileSpec) : undefined;
+    const mode = spec?.mode ?? (Tree.writer(v) ? 0o644 : 0o444);
+    const src = spec ? (spec.read ?? spec.source) : v;
+    if (spec?.size !== undefined) return { type: "file", mode, size: spec.size, mtime: spec.mtime ?? this.created };
+    if (isBunFile(src)) {
+      if (cheap) return { type: "file" };
+      const st = await src.stat();
+      return { type: "file", mode, size: st.size, mtime: spec?.mtime ?? st.mtime };
+    }
+    if (isContent(src)) return { type: "file", mode, size: contentLength(src, path), mtime: spec?.mtime ?? this.created };
+    if (cheap) return { type: "file" }; // readdir: no evaluation; the kernel looks it up
+    const c = await this.content(v, ctx, path);
+    return { type: "file", mode, size: contentLength(c, path), mtime: spec?.mtime ?? (await this.mtimeOf(path, c)) };
+  }
+
+  fs(options: TreeOptions): PathFS {
+    const self = this;
+    return new PathFS(
+      {
+        async getattr(path, ctx) {
+          const k = await self.resolve(path, ctx);
+          return k ? self.stat(k, path, ctx, false) : null;
+        },
+        async readdir(path, ctx) {
+          const k = await self.resolve(path, ctx);
+          if (!k) throw new FuseError("ENOENT");
+          if (k.t !== "dir") throw new FuseError("ENOTDIR");
+          const names = k.entries instanceof Map ? [...k.entries.keys()] : Object.keys(k.entries);
+          const out: DirEntryLike[] = [];
+          for (const name of names) {
+            if (name === "" || name.includes("/") || name.includes("\0") || name === "." || name === "..") {
+              throw new TypeError(`tree: ${JSON.stringify(name)} in ${path} is not a valid file name`);
+            }
+            const childPath = path === "/" ? "/" + name : path + "/" + name;
+            const ck = self.classify(self.childOf(k.entries, name), childPath);
+            if (!ck) continue;
+            const st = await self.stat(ck, childPath, ctx, true);
+            if (st) out.push({ name, ...st });
+          }
+          return out;
+        },
+        async open(path, flags, ctx) {
+          const k = await self.resolve(path, ctx);
+          if (!k) throw new FuseError("ENOENT");
+          if (k.t !== "file") throw new FuseError("EISDIR");
+          if ((flags & 3) !== 0 && !Tree.writer(k.v)) throw new FuseError("EACCES", `${path} is read-only (use file({ read, write }) to make it writable)`);
+          const spec = brand(k.v) === "file" ? (k.v as FileSpec) : undefined;
+          const computed = Tree.isComputed(k.v);
+          const directIo = spec?.directIo ?? (computed || !!Tree.writer(k.v));
+          return opened(undefined, directIo ? { directIo: true } : { keepCache: true });
+        },
+        async readFile(path, ctx) {
+          const k = await self.resolve(path, ctx);
+          if (!k) throw new FuseError("ENOENT");
+          if (k.t !== "file") throw new FuseError("EISDIR");
+          const c = await self.content(k.v, ctx, path);
+          if (Tree.isComputed(k.v)) await self.mtimeOf(path, c);
+          return c;
+        },
+        async writeFile(path, data, ctx) {
+          const k = await self.resolve(path, ctx);
+          if (!k) throw new FuseError("ENOENT");
+          if (k.t !== "file") throw new FuseError("EISDIR");
+          const w = Tree.writer(k.v);
+          if (!w) throw new FuseError("EACCES");
+          await w(data, ctx);
+        },
+      },
+      options,
+    );
+  }
+}
+
+export const TREE_FS: unique symbol = Symbol.for("fuse-uring.treefs");
+
+/** A filesystem from a (live) object; see the top of this file. */
+export function tree(root: DirEntries | DirSpec, options: TreeOptions = {}): PathFS {
+  const fs = new Tree(root).fs(options);
+  Object.defineProperty(fs, TREE_FS, { value: true });
+  return fs;
+}

@@ -1,0 +1,169 @@
+//! The C ABI of libfuse_uring_shim.so (contract: shim/ABI.md). Only exports live here; each
+//! forwards to the file that owns the job. Results: >= 0 success, < 0 = -errno.
+//! Every function except the doorbell is called from the JS thread only.
+
+const std = @import("std");
+const dev = @import("dev.zig");
+const classic = @import("classic.zig");
+const ring = @import("ring.zig");
+const queue = @import("queue.zig");
+const bell = @import("bell.zig");
+
+const Classic = classic.Classic;
+const Ring = ring.Ring;
+const Completion = queue.Completion;
+
+/// Bumped on any incompatible ABI change so TypeScript can refuse a stale library.
+export fn fu_abi_version() u32 {
+    return 1;
+}
+
+/// -errno of the last failed `fu_classic_create` (JS thread only, so no atomics needed).
+var last_error: i32 = 0;
+
+export fn fu_last_error() i32 {
+    return last_error;
+}
+
+// ---- device and mount helpers ---------------------------------------------------------------
+
+export fn fu_dev_open() i32 {
+    return dev.devOpen();
+}
+
+export fn fu_close(fd: i32) i32 {
+    return dev.close(fd);
+}
+
+export fn fu_mount(source: [*:0]const u8, target: [*:0]const u8, fstype: [*:0]const u8, flags: u32, data: [*:0]const u8) i32 {
+    return dev.mount(source, target, fstype, flags, data);
+}
+
+export fn fu_umount(target: [*:0]const u8, flags: i32) i32 {
+    return dev.umount(target, flags);
+}
+
+export fn fu_write(fd: i32, buf: [*]const u8, len: u32) i64 {
+    return dev.write(fd, buf, len);
+}
+
+export fn fu_backing_open(fuse_fd: i32, fd: i32) i32 {
+    return dev.backingOpen(fuse_fd, fd);
+}
+
+export fn fu_backing_close(fuse_fd: i32, id: i32) i32 {
+    return dev.backingClose(fuse_fd, id);
+}
+
+export fn fu_recv_fd(sock: i32) i32 {
+    return dev.recvFd(sock);
+}
+
+export fn fu_socketpair(out: *[2]i32) i32 {
+    return dev.socketpair(out);
+}
+
+export fn fu_errno_name(e: i32) [*:0]const u8 {
+    return dev.errnoName(e);
+}
+
+// ---- classic transport ----------------------------------------------------------------------
+
+export fn fu_classic_create(fd: i32, nslots: u32, payload_size: u32, doorbell: bell.Fn) ?*Classic {
+    var err: i32 = 0;
+    const c = Classic.create(fd, nslots, payload_size, doorbell, &err);
+    last_error = if (c == null) err else 0;
+    return c;
+}
+
+export fn fu_classic_set_op_sizes(c: *Classic, table: *const [64]u8) i32 {
+    return c.setOpSizes(table);
+}
+
+export fn fu_classic_start(c: *Classic) i32 {
+    return c.start();
+}
+
+export fn fu_classic_reply(c: *Classic, slot: u32, payload_len: u32) i64 {
+    return c.reply(slot, payload_len);
+}
+
+export fn fu_classic_release(c: *Classic, slot: u32) i32 {
+    return c.release(slot);
+}
+
+export fn fu_classic_header(c: *Classic, slot: u32) ?[*]u8 {
+    return c.header(slot);
+}
+
+export fn fu_classic_payload(c: *Classic, slot: u32) ?[*]u8 {
+    return c.payload(slot);
+}
+
+export fn fu_classic_pop(c: *Classic, out: [*]Completion, max: u32) u32 {
+    return c.pop(out, max);
+}
+
+export fn fu_classic_stop(c: *Classic) void {
+    c.stop();
+}
+
+export fn fu_classic_destroy(c: *Classic) void {
+    c.destroy();
+}
+
+export fn fu_classic_stats(c: *Classic) *classic.Stats {
+    return &c.stats;
+}
+
+// ---- io_uring transport ---------------------------------------------------------------------
+
+export fn fu_ring_create(fd: i32, nr_queues: u32, depth: u32, payload_size: u32, setup_flags: u32, doorbell: bell.Fn, err_out: *i32) ?*Ring {
+    err_out.* = 0;
+    return Ring.create(fd, nr_queues, depth, payload_size, setup_flags, doorbell, err_out);
+}
+
+export fn fu_ring_start(r: *Ring) i32 {
+    return r.start();
+}
+
+export fn fu_ring_commit(r: *Ring, idx: u32) i32 {
+    return r.commit(idx);
+}
+
+export fn fu_ring_io(r: *Ring, kind: u32, idx: u32, fd: i32, off: u64, len: u32) i32 {
+    return r.io(kind, idx, fd, off, len);
+}
+
+export fn fu_ring_kick(r: *Ring) void {
+    r.kick();
+}
+
+export fn fu_ring_header(r: *Ring, idx: u32) ?[*]u8 {
+    return r.header(idx);
+}
+
+export fn fu_ring_payload(r: *Ring, idx: u32) ?[*]u8 {
+    return r.payload(idx);
+}
+
+export fn fu_ring_pop(r: *Ring, out: [*]Completion, max: u32) u32 {
+    return r.pop(out, max);
+}
+
+export fn fu_ring_stop(r: *Ring) void {
+    r.stop();
+}
+
+export fn fu_ring_destroy(r: *Ring) void {
+    r.destroy();
+}
+
+export fn fu_ring_stats(r: *Ring) *ring.Stats {
+    return &r.stats;
+}
+
+test {
+    _ = queue;
+    _ = classic;
+}
