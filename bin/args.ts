@@ -5,6 +5,9 @@ export const USAGE = `Usage:
   fuse-uring mount --passthrough SRC MOUNTPOINT [options] mirror directory SRC
   fuse-uring mount ./myfs.ts MOUNTPOINT [options]         filesystem from a script
   fuse-uring unmount MOUNTPOINT                           unmount (also after a crash)
+  fuse-uring doctor [--json]                              check /dev/fuse, fusermount3, io_uring,
+                                                          the kernel's FUSE features; exit 0 when
+                                                          a mount would work
   fuse-uring --help
 
 The mount runs in the foreground until unmounted; SIGINT/SIGTERM unmount and exit 0.
@@ -50,7 +53,12 @@ export interface MountCommand {
   negativeTtl: number;
 }
 
-export type Command = { kind: "help" } | { kind: "unmount"; mountpoint: string } | MountCommand;
+export interface DoctorCommand {
+  kind: "doctor";
+  json: boolean;
+}
+
+export type Command = { kind: "help" } | { kind: "unmount"; mountpoint: string } | DoctorCommand | MountCommand;
 
 function intArg(name: string, v: string | undefined, min: number, max: number): number {
   if (v === undefined) throw new UsageError(`${name} needs a value`);
@@ -78,6 +86,15 @@ export function parseArgs(argv: string[]): Command {
   if (sub === "unmount" || sub === "umount") {
     if (rest.length !== 1 || rest[0]!.startsWith("-")) throw new UsageError("unmount takes exactly one MOUNTPOINT");
     return { kind: "unmount", mountpoint: rest[0]! };
+  }
+  if (sub === "doctor") {
+    const cmd: DoctorCommand = { kind: "doctor", json: false };
+    for (const a of rest) {
+      if (a === "--json") cmd.json = true;
+      else if (a === "--help" || a === "-h") return { kind: "help" };
+      else throw new UsageError(`doctor: unknown argument ${JSON.stringify(a)} (only --json)`);
+    }
+    return cmd;
   }
   if (sub !== "mount") throw new UsageError(`unknown command ${JSON.stringify(sub)}`);
 

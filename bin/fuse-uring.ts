@@ -1,7 +1,9 @@
 #!/usr/bin/env bun
-// fuse-uring command line: mount a filesystem in the foreground, unmount (also after a crash).
+// fuse-uring command line: mount a filesystem in the foreground, unmount (also after a crash),
+// check the system (doctor).
 
 import { parseArgs, UsageError, USAGE } from "./args.ts";
+import { registerSelfModule } from "./self-module.ts";
 
 async function main(argv: string[]): Promise<number> {
   let cmd;
@@ -22,7 +24,12 @@ async function main(argv: string[]): Promise<number> {
       const { unmount } = await import("./commands/unmount.ts");
       return unmount(cmd.mountpoint);
     }
+    case "doctor": {
+      const { doctor } = await import("./commands/doctor.ts");
+      return doctor(cmd);
+    }
     case "mount": {
+      registerSelfModule();
       const { runMount } = await import("./commands/mount.ts");
       return runMount(cmd);
     }

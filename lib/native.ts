@@ -1,5 +1,7 @@
-// Loads the Zig shim (shim/ABI.md) through bun:ffi. The library is looked up next to the
-// checkout's build output, then FUSE_URING_SHIM, then a prebuilt copy shipped in the package.
+// Loads the Zig shim (shim/ABI.md) through bun:ffi. Lookup order: $FUSE_URING_SHIM, a path set
+// by setShimPath()/setShimResolver() (the standalone binary extracts its embedded copy), the
+// checkout's build output (zig-out/lib), the prebuilt copy shipped in the npm package
+// (prebuilt/<platform>-<arch>/).
 
 import { dlopen, FFIType } from "bun:ffi";
 import { existsSync } from "node:fs";
@@ -52,34 +54,66 @@ export const SHIM_NAME = "libfuse_uring_shim.so";
 function candidates(): string[] {
   const here = dirname(new URL(import.meta.url).pathname);
   const root = join(here, "..");
-  const out: string[] = [];
-  if (process.env.FUSE_URING_SHIM) out.push(process.env.FUSE_URING_SHIM);
-  out.push(join(root, "zig-out", "lib", SHIM_NAME));
-  out.push(join(root, "prebuilt", `${process.platform}-${process.arch}`, SHIM_NAME));
-  return out;
+  return [join(root, "zig-out", "lib", SHIM_NAME), join(root, "prebuilt", `${process.platform}-${process.arch}`, SHIM_NAME)];
 }
 
 export type Native = ReturnType<typeof dlopen<typeof symbols>>["symbols"];
 
 let loaded: Native | null = null;
+let loadedFrom: string | null = null;
 let overridePath: string | null = null;
+let resolver: (() => string) | null = null;
 
-/** Used by the standalone binary, which extracts the embedded shim itself. */
+/** Load the shim from exactly this path (FUSE_URING_SHIM still wins). */
 export function setShimPath(path: string): void {
   overridePath = path;
 }
 
+/**
+ * Used by the standalone binary: called once, on the first native() call, to produce a
+ * loadable path (it extracts the embedded shim). It may throw an explanation.
+ */
+export function setShimResolver(fn: () => string): void {
+  resolver = fn;
+}
+
+/** Where the shim was loaded from (null before the first native() call). */
+export function loadedShimPath(): string | null {
+  return loadedFrom;
+}
+
+function open(path: string): Native {
+  try {
+    return dlopen(path, symbols).symbols;
+  } catch (e) {
+    throw new Error(`fuse-uring: cannot load native shim ${path}: ${e instanceof Error ? e.message : String(e)}`);
+  }
+}
+
 export function native(): Native {
   if (loaded) return loaded;
-  const paths = overridePath ? [overridePath] : candidates();
-  const found = paths.find((p) => existsSync(p));
-  if (!found) {
-    throw new Error(
-      `fuse-uring: native shim ${SHIM_NAME} not found (looked in ${paths.join(", ")}). ` +
-        `Build it with: bash scripts/setup.sh   (or: npm run build)`,
-    );
+  let found: string | undefined;
+  const env = process.env.FUSE_URING_SHIM;
+  if (env) {
+    if (!existsSync(env)) throw new Error(`fuse-uring: FUSE_URING_SHIM=${env} does not exist`);
+    found = env;
+  } else if (overridePath) {
+    found = overridePath;
+  } else if (resolver) {
+    found = resolver();
+  } else {
+    const paths = candidates();
+    found = paths.find((p) => existsSync(p));
+    if (!found) {
+      throw new Error(
+        `fuse-uring: native shim ${SHIM_NAME} not found (looked in ${paths.join(", ")}). ` +
+          `No prebuilt shim for ${process.platform}-${process.arch}: build it from a checkout with ` +
+          `\`bash scripts/setup.sh\` (needs Zig and liburing-dev), then set FUSE_URING_SHIM=/path/to/${SHIM_NAME}`,
+      );
+    }
   }
-  loaded = dlopen(found, symbols).symbols;
+  loaded = open(found);
+  loadedFrom = found;
   return loaded;
 }
 

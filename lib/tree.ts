@@ -204,7 +204,10 @@ class Tree {
     let hash: bigint | number;
     if (typeof c === "string" || c instanceof Uint8Array || c instanceof ArrayBuffer) hash = Bun.hash(c);
     else if (ArrayBuffer.isView(c)) hash = Bun.hash(new Uint8Array(c.buffer, c.byteOffset, c.byteLength));
-    else hash = (c as Blob).size * 31 + ((c as BunFileLike).name ? Bun.hash((c as BunFileLike).name!) as number : 0);
+    else {
+      const b = c as Blob & { name?: string; lastModified?: number };
+      hash = Bun.hash(`${b.size}:${b.name ?? ""}:${b.lastModified ?? ""}`);
+    }
     const s = this.seen.get(path);
     if (s && s.hash === hash) return s.mtime;
     const mtime = s ? nowTimespec() : this.created;
@@ -264,9 +267,11 @@ class Tree {
           if (k.t !== "file") throw new FuseError("EISDIR");
           if ((flags & 3) !== 0 && !Tree.writer(k.v)) throw new FuseError("EACCES", `${path} is read-only (use file({ read, write }) to make it writable)`);
           const spec = brand(k.v) === "file" ? (k.v as FileSpec) : undefined;
-          const computed = Tree.isComputed(k.v);
-          const directIo = spec?.directIo ?? (computed || !!Tree.writer(k.v));
-          return opened(undefined, directIo ? { directIo: true } : { keepCache: true });
+          const src = spec ? (spec.read ?? spec.source) : k.v;
+          const directIo = spec?.directIo ?? (Tree.isComputed(k.v) || !!Tree.writer(k.v));
+          if (directIo) return opened(undefined, { directIo: true });
+          // Files on disk may change: let the kernel drop its cache at each open (the default).
+          return opened(undefined, isBunFile(src) ? {} : { keepCache: true });
         },
         async readFile(path, ctx) {
           const k = await self.resolve(path, ctx);

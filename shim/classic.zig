@@ -208,7 +208,7 @@ pub const Classic = struct {
     /// retried with the same request anyway.
     pub fn reply(self: *Classic, slot: u32, payload_len: u32) i64 {
         if (slot >= self.nslots or !self.held[slot]) return sys.neg(.INVAL);
-        if (payload_len > self.payload_size + payload_slack) return sys.neg(.INVAL);
+        if (payload_len > self.payload_size) return sys.neg(.INVAL);
         const iov = [2]std.posix.iovec_const{
             .{ .base = self.header(slot).?, .len = layout.out_header_size },
             .{ .base = self.payload(slot).?, .len = payload_len },

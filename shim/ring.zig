@@ -61,6 +61,10 @@ const EntryState = enum(u8) {
 /// user_data: entry commands carry the entry index, I/O ops the index with this tag.
 const ud_io_tag: u64 = 1 << 32;
 const ud_wake: u64 = std.math.maxInt(u64);
+const ud_cancel: u64 = std.math.maxInt(u64) - 1;
+
+/// How long teardown waits for canceled READ/WRITEs before giving their memory up for lost.
+const io_drain_budget_ms: u32 = 1000;
 
 /// struct io_uring lives on the ring thread's stack in this reservation (checked at run time
 /// against sizeof(struct io_uring) from C).
@@ -99,6 +103,11 @@ pub const Ring = struct {
     /// The eventfd read could not be re-armed: JS could no longer wake the thread.
     wake_broken: bool = false,
     wake_res: i32 = 0,
+    /// READ/WRITE SQEs whose CQE has not arrived.
+    io_inflight: u32 = 0,
+    /// Set (before the thread exits) when teardown could not reap every READ/WRITE: destroy
+    /// then leaks the payload mapping instead of unmapping memory a worker may still write.
+    payloads_unsafe: bool = false,
 
     // Cross-thread.
     bell: bell_mod.Bell,
@@ -217,7 +226,7 @@ pub const Ring = struct {
         assert(self.thread == null);
         const allocator = std.heap.page_allocator;
         if (self.wake_fd >= 0) sys.closeFd(self.wake_fd);
-        if (self.payloads.len > 0) sys.unmap(self.payloads);
+        if (self.payloads.len > 0 and !self.payloads_unsafe) sys.unmap(self.payloads);
         if (self.headers.len > 0) sys.unmap(self.headers);
         if (self.commit_ids.len > 0) allocator.free(self.commit_ids);
         if (self.state.len > 0) allocator.free(self.state);
@@ -350,6 +359,7 @@ pub const Ring = struct {
         self.init_done.set();
 
         const res = self.loop(ring);
+        self.drainIo(ring);
         self.completions.push(.{ .kind = .stopped, .idx = 0, .res = res });
         self.notify();
         // Cancels the kernel's remaining commands (held entries are released, idle ones
@@ -433,10 +443,13 @@ pub const Ring = struct {
             }
             return false;
         }
+        if (user_data == ud_cancel) return false;
         if (user_data & ud_io_tag != 0) {
             const idx: u32 = @truncate(user_data);
             assert(idx < self.n);
             assert(self.state[idx] == .held);
+            assert(self.io_inflight > 0);
+            self.io_inflight -= 1;
             self.completions.push(.{ .kind = .io_done, .idx = idx, .res = res });
             return true;
         }
@@ -471,6 +484,41 @@ pub const Ring = struct {
             else => self.killEntry(idx, res, true),
         }
         return false;
+    }
+
+    /// Stopping with READ/WRITEs in flight: without fixed buffers an io-wq worker writes through
+    /// the payload's virtual addresses, and closing the ring fd tears the ring down
+    /// asynchronously, so a worker could write after destroy unmapped the payloads. Cancel
+    /// them and reap, bounded (teardown must not hang on a read from a pipe); whatever is left
+    /// marks the payloads unsafe to unmap.
+    fn drainIo(self: *Ring, ring: *uring.Ring) void {
+        if (self.io_inflight == 0) return;
+        if (self.getSqe(ring)) |sqe| uring.fuw_prep_cancel_all(sqe, ud_cancel);
+        var waited: u32 = 0;
+        while (self.io_inflight > 0 and waited < io_drain_budget_ms) : (waited += 100) {
+            // ETIME (100 ms without a CQE), INTR and any other error: reap what is there and
+            // try again until the budget is spent.
+            _ = uring.fuw_submit_and_wait_ms(ring, 100);
+            var cqes: [64]*uring.Cqe = undefined;
+            while (true) {
+                const got = uring.fuw_peek_batch(ring, &cqes, cqes.len);
+                if (got == 0) break;
+                for (cqes[0..got]) |cqe| {
+                    if (cqe.user_data == ud_wake or cqe.user_data == ud_cancel) continue;
+                    if (cqe.user_data & ud_io_tag == 0) continue; // entries: the ring is going away
+                    const idx: u32 = @truncate(cqe.user_data);
+                    assert(idx < self.n);
+                    self.io_inflight -= 1;
+                    self.completions.push(.{ .kind = .io_done, .idx = idx, .res = cqe.res });
+                }
+                uring.fuw_cq_advance(ring, got);
+                self.stats.cqes += got;
+            }
+        }
+        if (self.io_inflight > 0) {
+            self.payloads_unsafe = true;
+            self.stats.errors += 1;
+        }
     }
 
     fn killEntry(self: *Ring, idx: u32, res: i32, is_error: bool) void {
@@ -539,6 +587,7 @@ pub const Ring = struct {
                     ud_io_tag | idx,
                 );
                 self.stats.io_ops += 1;
+                self.io_inflight += 1;
             },
         }
     }

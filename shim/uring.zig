@@ -42,3 +42,5 @@ pub extern fn fuw_cq_advance(ring: *Ring, n: c_uint) void;
 pub extern fn fuw_prep_fuse_cmd(sqe: *Sqe, fd: c_int, cmd_op: u32, addr: u64, len: u32, commit_id: u64, qid: u16, user_data: u64) void;
 pub extern fn fuw_prep_read(sqe: *Sqe, fd: c_int, buf: *anyopaque, len: c_uint, off: u64, user_data: u64) void;
 pub extern fn fuw_prep_rw(sqe: *Sqe, write: c_int, fixed: c_int, fd: c_int, buf: *anyopaque, len: c_uint, off: u64, buf_index: c_uint, user_data: u64) void;
+pub extern fn fuw_prep_cancel_all(sqe: *Sqe, user_data: u64) void;
+pub extern fn fuw_submit_and_wait_ms(ring: *Ring, ms: c_uint) c_int;

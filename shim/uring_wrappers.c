@@ -103,3 +103,18 @@ void fuw_prep_rw(struct io_uring_sqe *sqe, int write, int fixed, int fd, void *b
 	}
 	sqe->user_data = user_data;
 }
+
+/* Cancels every cancelable request of the ring (teardown of in-flight READ/WRITE). */
+void fuw_prep_cancel_all(struct io_uring_sqe *sqe, uint64_t user_data)
+{
+	io_uring_prep_cancel64(sqe, 0, IORING_ASYNC_CANCEL_ALL | IORING_ASYNC_CANCEL_ANY);
+	sqe->user_data = user_data;
+}
+
+/* Submits and waits for one completion at most `ms` milliseconds (-ETIME on timeout). */
+int fuw_submit_and_wait_ms(struct io_uring *ring, unsigned ms)
+{
+	struct __kernel_timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (long long)(ms % 1000) * 1000000 };
+	struct io_uring_cqe *cqe = NULL;
+	return io_uring_submit_and_wait_timeout(ring, &cqe, 1, &ts, NULL);
+}

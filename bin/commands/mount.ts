@@ -1,8 +1,38 @@
 // `fuse-uring mount …`: mounts in the foreground and stays until the mount goes away.
 
+import { statSync } from "node:fs";
 import type { InodeFS } from "../../lib/fs/types.ts";
 import { mount, type Mount } from "../../lib/mount.ts";
+import { detach } from "../../lib/mountpoint.ts";
 import type { MountCommand } from "../args.ts";
+
+function deadMountError(mountpoint: string): string | null {
+  try {
+    statSync(mountpoint);
+    return null;
+  } catch (e) {
+    const code = (e as { code?: string }).code;
+    return code === "ENOTCONN" || code === "ECONNABORTED" ? code : null;
+  }
+}
+
+/**
+ * A mountpoint left behind by a daemon that died (kill -9, crash): every access fails with
+ * "Transport endpoint is not connected". Detach it lazily (also stacked dead mounts) so the new
+ * mount can take its place, with a one-line notice. Returns an error message if that fails.
+ */
+export function cleanStaleMount(mountpoint: string, log: (line: string) => void): string | null {
+  for (let i = 0; i < 8; i++) {
+    const code = deadMountError(mountpoint);
+    if (!code) return null;
+    const err = detach(mountpoint, true);
+    if (err && deadMountError(mountpoint)) {
+      return `${mountpoint} is a dead FUSE mount (${code === "ENOTCONN" ? "Transport endpoint is not connected" : "connection aborted"}) and cleaning it up failed: ${err}`;
+    }
+    log(`fuse-uring: ${mountpoint} was a dead FUSE mount left by a daemon that exited (${code === "ENOTCONN" ? "Transport endpoint is not connected" : "connection aborted"}); unmounted it (lazy) and mounting again`);
+  }
+  return `${mountpoint} is still a dead FUSE mount after 8 lazy unmounts`;
+}
 
 async function loadFilesystem(cmd: MountCommand): Promise<{ fs: InodeFS; label: string }> {
   switch (cmd.fs.type) {
@@ -23,6 +53,11 @@ async function loadFilesystem(cmd: MountCommand): Promise<{ fs: InodeFS; label: 
 
 export async function runMount(cmd: MountCommand): Promise<number> {
   const { fs, label } = await loadFilesystem(cmd);
+  const stale = cleanStaleMount(cmd.mountpoint, (line) => process.stderr.write(line + "\n"));
+  if (stale) {
+    process.stderr.write(`fuse-uring: cannot mount ${label} at ${cmd.mountpoint}: ${stale}\n`);
+    return 1;
+  }
   let m: Mount;
   try {
     m = await mount(cmd.mountpoint, fs, {

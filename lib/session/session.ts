@@ -443,7 +443,9 @@ export class Session implements Sink, ReplyObserver {
       this.opts.log(`fuse-uring: ${this.counters.inflight} handlers never settled; leaving their buffers allocated`);
     }
     native().fu_close(this.fd);
-    this.doorbell.close();
+    // The shim threads are joined only when the sources were destroyed; a leaked source's
+    // thread may still ring, so its callback must stay valid.
+    if (!leak) this.doorbell.close();
     this.endedResolve(this.endReason || "closed");
   }
 }

@@ -62,7 +62,7 @@ export class UringSource implements Source {
       this.slots.push(makeSlot(this, i, n.fu_ring_header(h, i)!, n.fu_ring_payload(h, i)!, opts.payloadSize));
     }
     this.pinnedBytes = entries * (opts.payloadSize + 4096);
-    this.statsView = new DataView(toArrayBuffer(n.fu_ring_stats(h)!, 0, 64));
+    this.statsView = new DataView(toArrayBuffer(n.fu_ring_stats(h)!, 0, 72));
   }
 
   /** Register the entries with the kernel; only after the INIT reply was written. */
@@ -123,8 +123,11 @@ export class UringSource implements Source {
     if (!this.handle) return this.final!;
     const v = this.statsView;
     const u = (i: number) => Number(v.getBigUint64(i * 8, true));
-    // struct { submits, cqes, wakeups, requests, commits, io_ops, errors, dead }
-    return { submits: u(0), cqes: u(1), wakeups: u(2), requests: u(3), fixedIo: u(5), errors: u(6) };
+    // struct { submits, cqes, wakeups, requests, commits, io_ops, errors, dead, fixed_buffers }
+    // io_ops are READ_FIXED/WRITE_FIXED when the payloads are registered (fixed_buffers = 1),
+    // plain READ/WRITE on the same memory otherwise.
+    const fixed = u(8) === 1;
+    return { submits: u(0), cqes: u(1), wakeups: u(2), requests: u(3), fixedIo: fixed ? u(5) : 0, errors: u(6) };
   }
 }
 

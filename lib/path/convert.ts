@@ -1,0 +1,73 @@
+// toInodeFS: what mount() and the script loader accept, turned into the inode API.
+
+import type { InodeFS } from "../fs/types.ts";
+import { isTreeDir, tree, type DirEntries, type DirSpec } from "../tree.ts";
+import { isPathFS, paths, type Notifier, type PathFS } from "./pathfs.ts";
+import { describe } from "./stat.ts";
+import type { PathHandlers } from "./types.ts";
+
+/** Anything mount() can serve: an InodeFS, path handlers, or a tree object. */
+export type Filesystem = InodeFS | PathHandlers | DirEntries | DirSpec;
+
+function isInodeFS(x: object): x is InodeFS {
+  return typeof (x as { lookup?: unknown }).lookup === "function";
+}
+
+function isPathHandlers(x: object): x is PathHandlers {
+  return typeof (x as { getattr?: unknown }).getattr === "function";
+}
+
+/**
+ * Convert by shape: a PathFS (from paths()/tree()) or any object with a `lookup` method is an
+ * InodeFS; an object with a `getattr` method is a set of path handlers; any other plain object
+ * or Map (or dir()) is a tree.
+ */
+export function toInodeFS(x: Filesystem): InodeFS {
+  if (typeof x !== "object" || x === null) {
+    throw new TypeError(`expected a filesystem (a tree object, path handlers with getattr(), or an InodeFS with lookup()), got ${describe(x)}`);
+  }
+  if (isPathFS(x)) return x;
+  if (isInodeFS(x)) return x;
+  if (isPathHandlers(x)) return paths(x);
+  if (isTreeDir(x)) return tree(x);
+  throw new TypeError(
+    `expected a filesystem (a tree object, path handlers with getattr(), or an InodeFS with lookup()), got ${describe(x)}`,
+  );
+}
+
+/** The parts of Mount the helpers below use (structural, so there is no import cycle). */
+export interface MountLike extends Notifier {
+  readonly session: { readonly fs: InodeFS };
+}
+
+function pathFSOf(m: MountLike): PathFS {
+  const fs = m.session.fs;
+  if (!isPathFS(fs)) throw new TypeError("invalidate(path) needs a path-based filesystem (tree(), paths() or a plain object); use invalidateInode(ino) for an InodeFS");
+  return fs;
+}
+
+/**
+ * Connect a mounted filesystem to its Mount so that `fs.invalidate(path)` works from inside the
+ * filesystem (scripts run by the CLI have no Mount object). Called by mount(); harmless for an
+ * InodeFS that is not path based.
+ */
+export function attachMount(fs: InodeFS, m: Notifier): void {
+  if (isPathFS(fs)) fs.attach(m);
+}
+
+/**
+ * Drop what the kernel cached for `path` (data, attributes and the name). Returns false if it
+ * had nothing cached. `m.invalidate(path)`.
+ */
+export function invalidatePath(m: MountLike, path: string): boolean {
+  const fs = pathFSOf(m);
+  fs.attach(m);
+  return fs.invalidate(path);
+}
+
+/** Drop the cached name `name` in directory `parentPath`. `m.invalidateEntry(parentPath, name)`. */
+export function invalidateEntryPath(m: MountLike, parentPath: string, name: string): boolean {
+  const fs = pathFSOf(m);
+  fs.attach(m);
+  return fs.invalidateEntry(parentPath, name);
+}
