@@ -116,7 +116,7 @@ class Dir {
     let hi = list.length;
     while (lo < hi) {
       const mid = (lo + hi) >>> 1;
-      if (list[mid]!.cookie < cookie) lo = mid + 1;
+      if (list[mid]!.cookie <= cookie) lo = mid + 1;
       else hi = mid;
     }
     return lo;

@@ -47,7 +47,9 @@ export const defaultSessionOptions: SessionOptions = {
   negativeTtl: 0,
   writebackCache: false,
   kernelPassthrough: false,
-  ringSetupFlags: IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN,
+  // Measured best on 6.18 (see the note in docs/ARCHITECTURE.md); FUSE_URING_RING_FLAGS
+  // overrides it for experiments (bench/).
+  ringSetupFlags: process.env.FUSE_URING_RING_FLAGS !== undefined ? Number(process.env.FUSE_URING_RING_FLAGS) : IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN,
   debug: false,
   log: (line) => process.stderr.write(line + "\n"),
 };
