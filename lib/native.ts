@@ -7,7 +7,9 @@ import { dlopen, FFIType } from "bun:ffi";
 import { existsSync } from "node:fs";
 import { dirname, join } from "node:path";
 
-const { i32, u32, u64, ptr, function: fn, i64_fast, u64_fast, cstring } = FFIType;
+// String type names (not FFIType members) so TypeScript infers exact argument/return types.
+const i32 = "i32", u32 = "u32", u64 = "u64", ptr = "ptr", fn = "function", vd = "void";
+const i64_fast = FFIType.i64_fast; // not in the string map; an i64 that fits a number comes back as one
 
 export const symbols = {
   fu_dev_open: { args: [], returns: i32 },
@@ -22,15 +24,15 @@ export const symbols = {
   fu_last_error: { args: [], returns: i32 },
 
   fu_classic_create: { args: [i32, u32, u32, fn], returns: ptr },
-  fu_classic_set_op_sizes: { args: [ptr, ptr], returns: FFIType.void },
+  fu_classic_set_op_sizes: { args: [ptr, ptr], returns: vd },
   fu_classic_start: { args: [ptr], returns: i32 },
   fu_classic_header: { args: [ptr, u32], returns: ptr },
   fu_classic_payload: { args: [ptr, u32], returns: ptr },
   fu_classic_pop: { args: [ptr, ptr, u32], returns: u32 },
   fu_classic_reply: { args: [ptr, u32, u32], returns: i64_fast },
-  fu_classic_release: { args: [ptr, u32], returns: FFIType.void },
-  fu_classic_stop: { args: [ptr], returns: FFIType.void },
-  fu_classic_destroy: { args: [ptr], returns: FFIType.void },
+  fu_classic_release: { args: [ptr, u32], returns: vd },
+  fu_classic_stop: { args: [ptr], returns: vd },
+  fu_classic_destroy: { args: [ptr], returns: vd },
   fu_classic_stats: { args: [ptr], returns: ptr },
 
   fu_ring_create: { args: [i32, u32, u32, u32, u32, fn, ptr], returns: ptr },
@@ -40,14 +42,12 @@ export const symbols = {
   fu_ring_pop: { args: [ptr, ptr, u32], returns: u32 },
   fu_ring_commit: { args: [ptr, u32], returns: i32 },
   fu_ring_io: { args: [ptr, u32, u32, i32, u64, u32], returns: i32 },
-  fu_ring_kick: { args: [ptr], returns: FFIType.void },
-  fu_ring_stop: { args: [ptr], returns: FFIType.void },
-  fu_ring_destroy: { args: [ptr], returns: FFIType.void },
+  fu_ring_kick: { args: [ptr], returns: vd },
+  fu_ring_stop: { args: [ptr], returns: vd },
+  fu_ring_destroy: { args: [ptr], returns: vd },
   fu_ring_stats: { args: [ptr], returns: ptr },
 } as const;
 
-void u64_fast;
-void cstring;
 
 export const SHIM_NAME = "libfuse_uring_shim.so";
 

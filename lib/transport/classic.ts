@@ -28,14 +28,14 @@ export class ClassicSource implements Source {
 
   constructor(private readonly sink: Sink, opts: ClassicOptions) {
     const n = native();
-    const h = n.fu_classic_create(opts.fd, opts.slots, opts.payloadSize, opts.doorbell);
+    const h = n.fu_classic_create(opts.fd, opts.slots, opts.payloadSize, opts.doorbell) as Pointer | null;
     if (!h) throw new Error(`fuse-uring: cannot create /dev/fuse reader (${-n.fu_last_error()})`);
     this.handle = h;
     n.fu_classic_set_op_sizes(h, opts.opSizes);
     for (let i = 0; i < opts.slots; i++) {
-      this.slots.push(makeSlot(this, i, n.fu_classic_header(h, i)!, n.fu_classic_payload(h, i)!, opts.payloadSize));
+      this.slots.push(makeSlot(this, i, n.fu_classic_header(h, i) as Pointer, n.fu_classic_payload(h, i) as Pointer, opts.payloadSize));
     }
-    this.statsView = new DataView(toArrayBuffer(n.fu_classic_stats(h)!, 0, 32));
+    this.statsView = new DataView(toArrayBuffer(n.fu_classic_stats(h) as Pointer, 0, 32));
   }
 
   setOpSizes(table: Uint8Array): void {

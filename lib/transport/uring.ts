@@ -54,15 +54,15 @@ export class UringSource implements Source {
   constructor(private readonly sink: Sink, opts: UringOptions) {
     const n = native();
     const err = new Int32Array(1);
-    const h = n.fu_ring_create(opts.fd, opts.queues, opts.depth, opts.payloadSize, opts.setupFlags, opts.doorbell, err);
+    const h = n.fu_ring_create(opts.fd, opts.queues, opts.depth, opts.payloadSize, opts.setupFlags, opts.doorbell, err) as Pointer | null;
     if (!h) throw new UringError(-err[0]!, `io_uring setup failed (errno ${-err[0]!})`);
     this.handle = h;
     const entries = opts.queues * opts.depth;
     for (let i = 0; i < entries; i++) {
-      this.slots.push(makeSlot(this, i, n.fu_ring_header(h, i)!, n.fu_ring_payload(h, i)!, opts.payloadSize));
+      this.slots.push(makeSlot(this, i, n.fu_ring_header(h, i) as Pointer, n.fu_ring_payload(h, i) as Pointer, opts.payloadSize));
     }
     this.pinnedBytes = entries * (opts.payloadSize + 4096);
-    this.statsView = new DataView(toArrayBuffer(n.fu_ring_stats(h)!, 0, 72));
+    this.statsView = new DataView(toArrayBuffer(n.fu_ring_stats(h) as Pointer, 0, 72));
   }
 
   /** Register the entries with the kernel; only after the INIT reply was written. */
