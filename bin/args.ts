@@ -3,7 +3,8 @@
 export const USAGE = `Usage:
   fuse-uring mount --memfs MOUNTPOINT [options]           in-memory filesystem
   fuse-uring mount --passthrough SRC MOUNTPOINT [options] mirror directory SRC
-  fuse-uring mount ./myfs.ts MOUNTPOINT [options]         filesystem from a script
+  fuse-uring mount ./myfs.ts MOUNTPOINT [options] [-- ARGS…]  filesystem from a script
+                                                          (ARGS go to its default export)
   fuse-uring unmount MOUNTPOINT                           unmount (also after a crash)
   fuse-uring doctor [--json]                              check /dev/fuse, fusermount3, io_uring,
                                                           the kernel's FUSE features; exit 0 when
@@ -34,7 +35,7 @@ export class UsageError extends Error {}
 
 export interface MountCommand {
   kind: "mount";
-  fs: { type: "memfs" } | { type: "passthrough"; source: string } | { type: "script"; path: string };
+  fs: { type: "memfs" } | { type: "passthrough"; source: string } | { type: "script"; path: string; args: string[] };
   mountpoint: string;
   transport: "auto" | "uring" | "classic";
   queueDepth: number;
@@ -104,6 +105,8 @@ export function parseArgs(argv: string[]): Command {
     defaultPermissions: true, readOnly: false, writebackCache: false, kernelPassthrough: false,
     entryTtl: 1, attrTtl: 1, negativeTtl: 0,
   };
+  const dashdash = rest.indexOf("--");
+  const scriptArgs = dashdash >= 0 ? rest.splice(dashdash).slice(1) : [];
   for (let i = 0; i < rest.length; i++) {
     const a = rest[i]!;
     const [flag, inline] = a.startsWith("--") && a.includes("=") ? [a.slice(0, a.indexOf("=")), a.slice(a.indexOf("=") + 1)] : [a, undefined];
@@ -139,8 +142,8 @@ export function parseArgs(argv: string[]): Command {
   }
   if (!cmd.fs) {
     if (positional.length !== 2) throw new UsageError("mount needs --memfs, --passthrough SRC or a script, and a MOUNTPOINT");
-    cmd.fs = { type: "script", path: positional.shift()! };
-  }
+    cmd.fs = { type: "script", path: positional.shift()!, args: scriptArgs };
+  } else if (scriptArgs.length) throw new UsageError("arguments after -- are for a script filesystem");
   if (positional.length !== 1) throw new UsageError(positional.length === 0 ? "missing MOUNTPOINT" : `unexpected arguments: ${positional.slice(1).join(" ")}`);
   if (cmd.kernelPassthrough && cmd.fs.type !== "passthrough") throw new UsageError("--kernel-passthrough needs --passthrough SRC");
   return { ...cmd, fs: cmd.fs, mountpoint: positional[0]! } as MountCommand;

@@ -2,7 +2,7 @@
 // sends cache invalidations.
 
 import { renameSync, writeFileSync } from "node:fs";
-import type { InodeFS } from "./fs/types.ts";
+import { attachMount, invalidateEntryPath, invalidatePath, toInodeFS, type Filesystem } from "./path/convert.ts";
 import { attach, detach, isMounted, MountError, type MountFlags } from "./mountpoint.ts";
 import { Notify } from "./protocol/constants.ts";
 import { defaultSessionOptions, Session, type SessionOptions, type SessionStats } from "./session/session.ts";
@@ -73,8 +73,11 @@ export class Mount implements AsyncDisposable {
         if (err && isMounted(this.mountpoint)) throw new MountError(err);
       }
       // A lazily detached mount stays connected while files are open: do not wait forever.
-      const timeout = Bun.sleep(1500).then(() => "timeout");
-      if ((await Promise.race([this.session.ended, timeout])) === "timeout") await this.session.close(500);
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const timeout = new Promise<string>((res) => (timer = setTimeout(() => res("timeout"), 1500)));
+      const outcome = await Promise.race([this.session.ended, timeout]);
+      clearTimeout(timer);
+      if (outcome === "timeout") await this.session.close(500);
       await this.closed;
     })();
     return this.unmounting;
@@ -84,8 +87,8 @@ export class Mount implements AsyncDisposable {
     await this.unmount();
   }
 
-  /** Drop cached data (off ≥ 0; len 0 = to EOF) or just attributes (off < 0) of an inode. */
-  invalidateInode(ino: number, off = 0, len = 0): number {
+  /** Drop cached data (off ≥ 0; len 0 = to EOF) or just attributes (off < 0) of an inode. 0 or -errno. */
+  invalidateInode(ino: number, off = 0, len = 0): Promise<number> {
     const b = new DataView(new ArrayBuffer(24));
     b.setBigUint64(0, BigInt(ino), true);
     b.setBigInt64(8, BigInt(off), true);
@@ -93,8 +96,14 @@ export class Mount implements AsyncDisposable {
     return this.session.notify(Notify.INVAL_INODE, new Uint8Array(b.buffer));
   }
 
-  /** Drop the cached name → inode mapping `name` in directory `parent`. */
-  invalidateEntry(parent: number, name: string): number {
+  /**
+   * Drop the cached name `name` in directory `parent` (a node id, or a path for path-based
+   * filesystems). Node id form resolves to 0 or -errno; path form to whether anything was cached.
+   */
+  invalidateEntry(parent: number, name: string): Promise<number>;
+  invalidateEntry(parent: string, name: string): Promise<boolean>;
+  invalidateEntry(parent: number | string, name: string): Promise<number | boolean> {
+    if (typeof parent === "string") return invalidateEntryPath(this, parent, name);
     const nameBytes = Buffer.from(name, "utf8");
     const body = new Uint8Array(16 + nameBytes.length + 1);
     const dv = new DataView(body.buffer);
@@ -103,10 +112,16 @@ export class Mount implements AsyncDisposable {
     body.set(nameBytes, 16);
     return this.session.notify(Notify.INVAL_ENTRY, body);
   }
+
+  /** Path-based filesystems (tree, paths): drop what the kernel cached for `path`. */
+  invalidate(path: string): Promise<boolean> {
+    return invalidatePath(this, path);
+  }
 }
 
 /** Mount `fs` at `mountpoint`; resolves once the kernel finished INIT. */
-export async function mount(mountpoint: string, fs: InodeFS, options: MountOptions = {}): Promise<Mount> {
+export async function mount(mountpoint: string, filesystem: Filesystem, options: MountOptions = {}): Promise<Mount> {
+  const fs = toInodeFS(filesystem);
   const flags: MountFlags = {
     fsname: options.fsname ?? "fuse-uring",
     subtype: options.subtype ?? "fuse-uring",
@@ -137,5 +152,7 @@ export async function mount(mountpoint: string, fs: InodeFS, options: MountOptio
     throw e;
   }
   clearTimeout(timer);
-  return new Mount(mountpoint, session, options.statsFile);
+  const m = new Mount(mountpoint, session, options.statsFile);
+  attachMount(fs, m);
+  return m;
 }

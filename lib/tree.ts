@@ -6,6 +6,7 @@
 //     "data.bin": new Uint8Array([1, 2, 3]),                // bytes
 //     "passwd": Bun.file("/etc/passwd"),                    // a file on disk, read lazily
 //     "config": file({ read: () => cfg, write: (d) => { cfg = d.toString(); } }),
+//     "flag": { read: () => flag, write: (d) => { flag = d.toString(); } }, // file() implied
 //     "docs": { "a.md": "# A\n" },                          // nested object = directory
 //     "live": dir(async () => ({ [`${Date.now()}`]: "x" })), // directory computed per access
 //     "link": symlink("hello.txt"),
@@ -68,7 +69,7 @@ export interface LinkSpec {
   target: string;
 }
 
-export type TreeValue = FileSource | FileSpec | DirSpec | LinkSpec | DirEntries | null | undefined;
+export type TreeValue = FileSource | FileSpec | FileOptions | DirSpec | LinkSpec | DirEntries | null | undefined;
 
 /** A file with options: `file({ read, write })`, `file("text", { mode: 0o600 })`. */
 export function file(options: FileOptions): FileSpec;
@@ -101,6 +102,19 @@ function isPlainObject(v: unknown): v is Record<string, TreeValue> {
   if (typeof v !== "object" || v === null) return false;
   const proto = Object.getPrototypeOf(v);
   return proto === Object.prototype || proto === null;
+}
+
+const FILE_OPTION_KEYS = new Set(["read", "write", "mode", "size", "mtime", "directIo"]);
+
+/**
+ * `{ read() {…}, write(data) {…} }` without file(): a plain object whose keys are all file options
+ * and that has a read or write function. (Use dir() for a directory with such names.)
+ */
+function isFileOptions(v: unknown): v is FileOptions {
+  if (!isPlainObject(v)) return false;
+  const o = v as Record<string, unknown>;
+  const keys = Object.keys(o);
+  return keys.length > 0 && keys.every((k) => FILE_OPTION_KEYS.has(k)) && (typeof o.read === "function" || typeof o.write === "function");
 }
 
 /** Whether `v` is something tree() takes as a directory. */
@@ -152,6 +166,7 @@ class Tree {
     if (b === "file") return { t: "file", v: v as FileSpec };
     if (b === "dir") return { t: "dir", entries: {}, spec: v as DirSpec };
     if (isContent(v) || typeof v === "function" || isThenable(v)) return { t: "file", v: v as FileSource };
+    if (isFileOptions(v)) return { t: "file", v: file(v) };
     if (v instanceof Map || isPlainObject(v)) return { t: "dir", entries: v as DirEntries };
     throw new TypeError(`tree: ${path} is ${describe(v)}; expected a string, bytes, a function, Bun.file(), a nested object, file(), dir() or symlink()`);
   }

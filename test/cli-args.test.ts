@@ -38,7 +38,7 @@ describe("CLI arguments", () => {
   test("parses a full mount command", () => {
     const c = parseArgs(["mount", "--memfs", "/mnt/a", "--transport=uring", "--queue-depth", "16", "--max-write", "131072", "--stats-file", "/tmp/s.json", "--debug", "--ro"]);
     expect(c).toMatchObject({ kind: "mount", fs: { type: "memfs" }, mountpoint: "/mnt/a", transport: "uring", queueDepth: 16, maxWrite: 131072, statsFile: "/tmp/s.json", debug: true, readOnly: true });
-    expect(parseArgs(["mount", "./fs.ts", "/mnt/b"])).toMatchObject({ fs: { type: "script", path: "./fs.ts" }, mountpoint: "/mnt/b" });
+    expect(parseArgs(["mount", "./fs.ts", "/mnt/b", "--", "x", "--y"])).toMatchObject({ fs: { type: "script", path: "./fs.ts", args: ["x", "--y"] }, mountpoint: "/mnt/b" });
     expect(() => parseArgs(["mount", "--passthrough"])).toThrow(UsageError);
   });
 });

@@ -80,7 +80,7 @@ describe("toInodeFS", () => {
   test("detects trees, path handlers and InodeFS by shape", () => {
     const t = toInodeFS({ "a.txt": "x" });
     expect(isPathFS(t)).toBe(true);
-    const p = toInodeFS({ getattr: () => ({ type: "dir" }) });
+    const p = toInodeFS({ getattr: () => ({ type: "dir" as const }) });
     expect(p).toBeInstanceOf(PathFS);
     const m = memfs();
     expect(toInodeFS(m)).toBe(m);
@@ -187,6 +187,41 @@ describe("tree", () => {
     // truncate by path
     await fs.setattr!(ctx(), e.ino, { size: 2, valid: 0 });
     expect(value).toBe("nE");
+  });
+
+  test("shell redirection: O_TRUNC as SETATTR without fh, flush before the write", async () => {
+    const writes: string[] = [];
+    const fs = tree({ v: file({ read: () => "1\n", write: (d) => void writes.push(d.toString()) }) });
+    const e = await lookupPath(fs, "/v");
+    // `echo 42 > v`: open, SETATTR size=0 (no fh), dup2+close → FLUSH, WRITE, FLUSH, RELEASE
+    const o = (await fs.open!(ctx(), e.ino, O_WRONLY)) as { fh: number };
+    const a = (await fs.setattr!(ctx(), e.ino, { size: 0, valid: 8 | 512 })) as { attr: { size: number } };
+    expect(a.attr.size).toBe(0);
+    await fs.flush!(ctx(), e.ino, o.fh, 0n);
+    expect(writes).toEqual([]); // nothing written yet: the empty intermediate state is not saved
+    await fs.write!(ctx(), e.ino, o.fh, 0, Buffer.from("42\n"), 0, O_WRONLY);
+    await fs.flush!(ctx(), e.ino, o.fh, 0n);
+    await fs.release!(ctx(), e.ino, o.fh, 0);
+    expect(writes).toEqual(["42\n"]);
+    // `: > v`: truncation only, saved at release
+    const o2 = (await fs.open!(ctx(), e.ino, O_WRONLY)) as { fh: number };
+    await fs.setattr!(ctx(), e.ino, { size: 0, valid: 8 });
+    await fs.flush!(ctx(), e.ino, o2.fh, 0n);
+    await fs.release!(ctx(), e.ino, o2.fh, 0);
+    expect(writes).toEqual(["42\n", ""]);
+  });
+
+  test("a plain { read, write } object is a writable file; dir() forces a directory", async () => {
+    let v = "a";
+    const fs = tree({ f: { read: () => v, write: (d: Buffer) => void (v = d.toString()) }, d: dir({ read: "r" }) });
+    const e = await lookupPath(fs, "/f");
+    expect(e.attr.mode).toBe(S_IFREG | 0o644);
+    const o = (await fs.open!(ctx(), e.ino, O_WRONLY)) as { fh: number };
+    await fs.write!(ctx(), e.ino, o.fh, 0, Buffer.from("b"), 0, O_WRONLY);
+    await fs.release!(ctx(), e.ino, o.fh, 0);
+    expect(v).toBe("b");
+    expect((await lookupPath(fs, "/d")).attr.mode & 0o170000).toBe(S_IFDIR);
+    expect((await readAll(fs, "/d/read")).text).toBe("r");
   });
 
   test("a write handler that throws FuseError fails the flush with that errno", async () => {
@@ -422,19 +457,33 @@ describe("paths", () => {
     const calls: string[] = [];
     const m = {
       session: { fs },
-      invalidateInode: (ino: number, off = 0, len = 0) => (calls.push(`inode ${ino} ${off} ${len}`), 0),
-      invalidateEntry: (parent: number, name: string) => (calls.push(`entry ${parent} ${name}`), 0),
+      invalidateInode: async (ino: number, off = 0, len = 0) => (calls.push(`inode ${ino} ${off} ${len}`), 0),
+      invalidateEntry: async (parent: number, name: string) => (calls.push(`entry ${parent} ${name}`), 0),
     };
     expect(() => fs.invalidate("/d/f")).toThrow(/not mounted/);
     const d = await fs.lookup(ctx(), 1, "d");
     const f = await fs.lookup(ctx(), d.ino, "f");
-    expect(invalidatePath(m, "/d/f")).toBe(true);
+    expect(await invalidatePath(m, "/d/f")).toBe(true);
     expect(calls).toEqual([`inode ${f.ino} 0 0`, `entry ${d.ino} f`]);
     calls.length = 0;
-    expect(fs.invalidate("/unknown/x")).toBe(false); // nothing cached: nothing to do
+    expect(await fs.invalidate("/unknown/x")).toBe(false); // nothing cached: nothing to do
     expect(calls).toEqual([]);
-    expect(fs.invalidateEntry("/d", "new")).toBe(true);
+    expect(await fs.invalidateEntry("/d", "new")).toBe(true);
     expect(calls).toEqual([`entry ${d.ino} new`]);
+    // From inside a handler of that directory: sent only after the request was answered.
+    calls.length = 0;
+    let answered = false;
+    const pending = fs.lookup(ctx(), d.ino, "f").then((e) => {
+      answered = true;
+      return e;
+    });
+    const inv = fs.invalidate("/d/f").then((r) => {
+      calls.push(`answered before notify: ${answered}`);
+      return r;
+    });
+    await pending;
+    expect(await inv).toBe(true);
+    expect(calls).toEqual([`inode ${f.ino} 0 0`, `entry ${d.ino} f`, "answered before notify: true"]);
   });
 });
 

@@ -222,7 +222,9 @@ export async function runChecks(): Promise<DoctorReport> {
           "dev_fuse",
           "FAIL",
           `/dev/fuse cannot be opened read/write: ${code}` + (code === "EPERM" ? " (a device cgroup or LSM forbids it)" : ""),
-          code === "EACCES" ? "as root: chmod 0666 /dev/fuse (its normal mode)" : "in a container: docker run --device /dev/fuse --cap-add SYS_ADMIN …",
+          code === "EACCES"
+            ? `as root: chmod 0666 /dev/fuse (its usual mode, normally set by udev; persistent: echo 'KERNEL=="fuse", MODE="0666"' > /etc/udev/rules.d/60-fuse.rules)`
+            : "in a container: docker run --device /dev/fuse --cap-add SYS_ADMIN …",
         );
       }
     }

@@ -46,7 +46,7 @@ async function loadFilesystem(cmd: MountCommand): Promise<{ fs: InodeFS; label: 
     }
     case "script": {
       const { loadScript } = await import("../../lib/script.ts");
-      return { fs: await loadScript(cmd.fs.path), label: cmd.fs.path };
+      return { fs: await loadScript(cmd.fs.path, { args: cmd.fs.args, mountpoint: cmd.mountpoint }), label: cmd.fs.path };
     }
   }
 }

@@ -59,14 +59,14 @@ export function attachMount(fs: InodeFS, m: Notifier): void {
  * Drop what the kernel cached for `path` (data, attributes and the name). Returns false if it
  * had nothing cached. `m.invalidate(path)`.
  */
-export function invalidatePath(m: MountLike, path: string): boolean {
+export function invalidatePath(m: MountLike, path: string): Promise<boolean> {
   const fs = pathFSOf(m);
   fs.attach(m);
   return fs.invalidate(path);
 }
 
 /** Drop the cached name `name` in directory `parentPath`. `m.invalidateEntry(parentPath, name)`. */
-export function invalidateEntryPath(m: MountLike, parentPath: string, name: string): boolean {
+export function invalidateEntryPath(m: MountLike, parentPath: string, name: string): Promise<boolean> {
   const fs = pathFSOf(m);
   fs.attach(m);
   return fs.invalidateEntry(parentPath, name);

@@ -49,6 +49,7 @@ class Node {
 
 interface FileHandle {
   kind: "file";
+  fh: number;
   node: Node;
   /** The path when opened (stays valid for handlers even if the file is unlinked). */
   path: string;
@@ -61,6 +62,8 @@ interface FileHandle {
   /** A Blob served lazily (Bun.file) instead of bytes, for read-only opens. */
   blob: Blob | null;
   dirty: boolean;
+  /** write() was called since open (a flush of a merely truncated file is deferred). */
+  written: boolean;
   snapshot: boolean;
 }
 
@@ -98,9 +101,10 @@ function isIterable(x: unknown): x is Iterable<DirEntryLike> {
 }
 
 /** What Mount offers for notifications (a structural subset of lib/mount.ts's Mount). */
+/** Notifications resolve to 0 or -errno; they are written off the JS thread (see Session.notify). */
 export interface Notifier {
-  invalidateInode(ino: number, off?: number, len?: number): number;
-  invalidateEntry(parent: number, name: string): number;
+  invalidateInode(ino: number, off?: number, len?: number): Promise<number>;
+  invalidateEntry(parent: number, name: string): Promise<number>;
 }
 
 export class PathFS implements InodeFS {
@@ -130,6 +134,89 @@ export class PathFS implements InodeFS {
     };
     this.snapshotReads = !h.read && typeof h.readFile === "function";
     this.snapshotWrites = !h.write && typeof h.writeFile === "function";
+    this.trackBusyNodes();
+  }
+
+  // ---- requests in flight (so notifications never deadlock) ---------------------------------
+  //
+  // The kernel holds a directory's lock while LOOKUP/CREATE/… in it wait for our answer, and page
+  // locks while READs wait. A notification for that directory (INVAL_ENTRY) or inode
+  // (INVAL_INODE) blocks in write(2) until those locks are free, and with one JS thread the
+  // answer would never come. So notifications wait until no request on those nodes is in flight
+  // here and its reply has been sent (the next macrotask).
+
+  private readonly busy = new Map<number, number>();
+  private readonly pendingNotes: { inos: number[]; run: () => void }[] = [];
+  private drainScheduled = false;
+
+  private trackBusyNodes(): void {
+    const which: Record<string, (a: unknown[]) => unknown[]> = {
+      lookup: (a) => [a[1]], getattr: (a) => [a[1]], setattr: (a) => [a[1]], readlink: (a) => [a[1]],
+      symlink: (a) => [a[1]], mknod: (a) => [a[1]], mkdir: (a) => [a[1]], unlink: (a) => [a[1]], rmdir: (a) => [a[1]],
+      rename: (a) => [a[1], a[3]], link: (a) => [a[1], a[2]], open: (a) => [a[1]], read: (a) => [a[1]], write: (a) => [a[1]],
+      flush: (a) => [a[1]], fsync: (a) => [a[1]], release: (a) => [a[1]], create: (a) => [a[1]], readdir: (a) => [a[1]],
+    };
+    const self = this as unknown as Record<string, (...a: unknown[]) => unknown>;
+    for (const [name, pick] of Object.entries(which)) {
+      const orig = self[name]!.bind(this);
+      self[name] = (...args: unknown[]) => {
+        const inos = pick(args) as number[];
+        this.enter(inos);
+        let r: unknown;
+        try {
+          r = orig(...args);
+        } catch (e) {
+          this.leave(inos);
+          throw e;
+        }
+        return Promise.resolve(r).finally(() => this.leave(inos));
+      };
+    }
+  }
+
+  private enter(inos: number[]): void {
+    for (const i of inos) this.busy.set(i, (this.busy.get(i) ?? 0) + 1);
+  }
+
+  private leave(inos: number[]): void {
+    for (const i of inos) {
+      const n = (this.busy.get(i) ?? 1) - 1;
+      if (n > 0) this.busy.set(i, n);
+      else this.busy.delete(i);
+    }
+    if (this.pendingNotes.length && !this.drainScheduled) {
+      this.drainScheduled = true;
+      setImmediate(() => this.drainNotes());
+    }
+  }
+
+  private drainNotes(): void {
+    this.drainScheduled = false;
+    for (let i = 0; i < this.pendingNotes.length; ) {
+      const note = this.pendingNotes[i]!;
+      if (note.inos.some((ino) => this.busy.has(ino))) {
+        i++;
+        continue;
+      }
+      this.pendingNotes.splice(i, 1);
+      note.run();
+    }
+  }
+
+  /** Run `f` (which writes notifications) once no request on `inos` is in flight. */
+  private whenIdle<T>(inos: number[], f: () => Promise<T>): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      this.pendingNotes.push({
+        inos,
+        run: () => {
+          f().then(resolve, reject);
+        },
+      });
+      if (!this.drainScheduled) {
+        this.drainScheduled = true;
+        setImmediate(() => this.drainNotes());
+      }
+    });
   }
 
   // ---- public helpers ---------------------------------------------------------------------------
@@ -164,28 +251,35 @@ export class PathFS implements InodeFS {
 
   /**
    * Tell the kernel that `path` changed: its cached data and attributes are dropped, and the
-   * name itself is forgotten (so a changed type or a deleted file is noticed). Returns false if
-   * the kernel had nothing cached for it. Needs a mounted filesystem.
+   * name itself is forgotten (so a changed type or a deleted file is noticed). Resolves to false
+   * if the kernel had nothing cached for it. Safe to call from inside handlers: the
+   * notification is sent once requests on the affected nodes have been answered.
    */
-  invalidate(path: string): boolean {
+  invalidate(path: string): Promise<boolean> {
     const n = this.notifierOrThrow();
     const parts = splitPath(path);
-    const ino = this.resolve(path);
-    let any = false;
-    if (ino !== undefined) any = okNotify(n.invalidateInode(ino, 0, 0)) || any;
-    if (parts.length > 0) {
-      const parent = this.resolve("/" + parts.slice(0, -1).join("/"));
-      if (parent !== undefined) any = okNotify(n.invalidateEntry(parent, parts[parts.length - 1]!)) || any;
-    }
-    return any;
+    const parentPath = "/" + parts.slice(0, -1).join("/");
+    const inos = [this.resolve(path), parts.length ? this.resolve(parentPath) : undefined].filter((x): x is number => x !== undefined);
+    if (inos.length === 0) return Promise.resolve(false);
+    return this.whenIdle(inos, async () => {
+      let any = false;
+      const ino = this.resolve(path);
+      if (ino !== undefined) any = okNotify(await n.invalidateInode(ino, 0, 0)) || any;
+      const parent = parts.length ? this.resolve(parentPath) : undefined;
+      if (parent !== undefined) any = okNotify(await n.invalidateEntry(parent, parts[parts.length - 1]!)) || any;
+      return any;
+    });
   }
 
   /** Drop the cached name `name` in directory `parentPath` (e.g. after adding or removing it). */
-  invalidateEntry(parentPath: string, name: string): boolean {
+  invalidateEntry(parentPath: string, name: string): Promise<boolean> {
     const n = this.notifierOrThrow();
     const parent = this.resolve(parentPath);
-    if (parent === undefined) return false;
-    return okNotify(n.invalidateEntry(parent, name));
+    if (parent === undefined) return Promise.resolve(false);
+    return this.whenIdle([parent], async () => {
+      const p = this.resolve(parentPath);
+      return p !== undefined && okNotify(await n.invalidateEntry(p, name));
+    });
   }
 
   private notifierOrThrow(): Notifier {
@@ -336,30 +430,49 @@ export class PathFS implements InodeFS {
       if (!h.chown) throw new FuseError("EPERM", "no chown handler");
       await h.chown(path, c.uid ?? -1, c.gid ?? -1, ctx);
     }
-    if (c.size !== undefined) await this.truncate(ctx, path, c.size, fileHandle);
+    let sizedBy = fileHandle ? c.fh : undefined;
+    if (c.size !== undefined) sizedBy = (await this.truncate(ctx, path, c.size, fileHandle, node)) ?? sizedBy;
     if ((c.atime !== undefined || c.mtime !== undefined) && h.utimens) {
       const date = (t: [number, number] | "now" | undefined): Date | undefined =>
         t === undefined ? undefined : t === "now" ? new Date() : new Date(t[0] * 1000 + Math.floor(t[1] / 1e6));
       await h.utimens(path, date(c.atime), date(c.mtime), ctx);
     }
-    return this.getattr(ctx, ino, fileHandle ? c.fh : undefined);
+    return this.getattr(ctx, ino, sizedBy);
   }
 
-  private async truncate(ctx: RequestContext, path: string, size: number, handle: FileHandle | undefined): Promise<void> {
+  /** Returns the fh whose copy now defines the size, if the truncation went to open copies. */
+  private async truncate(ctx: RequestContext, path: string, size: number, handle: FileHandle | undefined, node?: Node): Promise<number | undefined> {
     const h = this.handlers;
     if (handle && handle.snapshot && !h.truncate) {
       if (size > 0) await this.load(handle, ctx);
       this.resize(handle, size);
       handle.dirty = true;
-      return;
+      return handle.fh;
     }
-    if (h.truncate) return h.truncate(path, size, handle?.value, ctx);
+    if (h.truncate) {
+      await h.truncate(path, size, handle?.value, ctx);
+      return undefined;
+    }
+    // open(O_TRUNC) arrives as a SETATTR without a file handle (kernel 6.18): truncate the copies
+    // of the writers that have the file open; they save it when closed.
+    if (!handle && node && this.snapshotWrites) {
+      const writers = [...this.handles.values()].filter((x): x is FileHandle => x.kind === "file" && x.node === node && x.snapshot && this.writable(x.flags));
+      if (writers.length > 0) {
+        for (const w of writers) {
+          if (size > 0) await this.load(w, ctx);
+          this.resize(w, size);
+          w.dirty = true;
+        }
+        return writers[writers.length - 1]!.fh;
+      }
+    }
     if (this.snapshotWrites) {
       // Truncate by path: read, resize, write back.
       const data = size > 0 && h.readFile ? await contentBytes(await h.readFile(path, ctx), `readFile(${JSON.stringify(path)})`) : new Uint8Array(0);
       const out = Buffer.alloc(size);
       out.set(data.subarray(0, size));
-      return h.writeFile!(path, out, ctx);
+      await h.writeFile!(path, out, ctx);
+      return undefined;
     }
     throw new FuseError("EACCES", "no truncate/writeFile handler");
   }
@@ -460,12 +573,13 @@ export class PathFS implements InodeFS {
   // ---- files ----------------------------------------------------------------------------------------
 
   private newHandle(node: Node, path: string, value: unknown, flags: number): FileHandle {
-    return { kind: "file", node, path, value, flags, data: null, length: 0, blob: null, dirty: false, snapshot: false };
+    return { kind: "file", fh: 0, node, path, value, flags, data: null, length: 0, blob: null, dirty: false, written: false, snapshot: false };
   }
 
   private register(h: Handle): number {
     const fh = this.nextFh++;
     this.handles.set(fh, h);
+    if (h.kind === "file") h.fh = fh;
     h.node.opens++;
     return fh;
   }
@@ -569,7 +683,7 @@ export class PathFS implements InodeFS {
     return n;
   }
 
-  async write(ctx: RequestContext, _ino: number, fh: number, offset: number, data: Uint8Array): Promise<number> {
+  async write(ctx: RequestContext, _ino: number, fh: number, offset: number, data: Uint8Array, _writeFlags = 0, _openFlags = 0): Promise<number> {
     const handle = this.fileHandle(fh);
     const h = this.handlers;
     if (h.write) {
@@ -583,6 +697,7 @@ export class PathFS implements InodeFS {
     if (end > handle.length) this.resize(handle, end);
     handle.data!.set(data, offset);
     handle.dirty = true;
+    handle.written = true;
     return data.length;
   }
 
@@ -599,10 +714,13 @@ export class PathFS implements InodeFS {
     }
   }
 
-  async flush(ctx: RequestContext, _ino: number, fh: number): Promise<void> {
+  async flush(ctx: RequestContext, _ino: number, fh: number, _lockOwner = 0n): Promise<void> {
     const handle = this.handles.get(fh);
     if (!handle || handle.kind !== "file") return;
-    await this.save(handle, ctx);
+    // `echo x > f` in a shell: open(O_TRUNC), dup2 + close (FLUSH), write, close (FLUSH). Saving
+    // the empty intermediate state would hand writeFile an empty file first; a truncation
+    // without writes is saved at release instead.
+    if (handle.written) await this.save(handle, ctx);
     await this.handlers.flush?.(handle.path, handle.value, ctx);
   }
 
@@ -613,7 +731,7 @@ export class PathFS implements InodeFS {
     await this.handlers.fsync?.(handle.path, datasync, handle.value, ctx);
   }
 
-  async release(ctx: RequestContext, _ino: number, fh: number): Promise<void> {
+  async release(ctx: RequestContext, _ino: number, fh: number, _flags = 0): Promise<void> {
     const handle = this.handles.get(fh);
     if (!handle || handle.kind !== "file") return;
     try {
@@ -645,7 +763,7 @@ export class PathFS implements InodeFS {
 
   // ---- directories ---------------------------------------------------------------------------------
 
-  opendir(_ctx: RequestContext, ino: number): number {
+  opendir(_ctx: RequestContext, ino: number, _flags = 0): number {
     const node = this.node(ino);
     return this.register({ kind: "dir", node, path: node.path, entries: [], iterator: null, done: false });
   }

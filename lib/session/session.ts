@@ -4,8 +4,8 @@
 // Dispatcher → Replier → Source.reply → (batch end) Source.flush.
 
 import { JSCallback } from "bun:ffi";
-import { existsSync, readFileSync } from "node:fs";
-import { errnoName, Errno, FuseError } from "../fs/errors.ts";
+import { existsSync, readFileSync, write as fsWrite } from "node:fs";
+import { errnoName, errnoOf, Errno, FuseError } from "../fs/errors.ts";
 import type { InitInfo, InodeFS } from "../fs/types.ts";
 import { native } from "../native.ts";
 import { decodeInitIn, encodeInitOut, getU64, INIT_OUT_SIZE } from "../protocol/codec.ts";
@@ -220,12 +220,6 @@ export class Session implements Sink, ReplyObserver {
         return this.replier.none(req);
     }
     this.dispatcher.dispatch(req);
-    // Replies from handlers that settle later arrive outside a doorbell batch: flush them
-    // once per microtask checkpoint instead of once per reply.
-    if (!this.flushScheduled && this.uring) {
-      this.flushScheduled = true;
-      queueMicrotask(this.flushBound);
-    }
   }
 
   private forget(nodeid: number, nlookup: number): void {
@@ -366,6 +360,12 @@ export class Session implements Sink, ReplyObserver {
 
   // ---- ReplyObserver --------------------------------------------------------------------------
   done(req: Request, error: number): void {
+    // Ring replies are only queued; submit them once per microtask checkpoint (a doorbell
+    // batch flushes at its end anyway), so replies of handlers that settle later go out too.
+    if (!this.flushScheduled && this.uring) {
+      this.flushScheduled = true;
+      queueMicrotask(this.flushBound);
+    }
     const c = this.counters;
     c.inflight--;
     c.replies++;
@@ -388,18 +388,21 @@ export class Session implements Sink, ReplyObserver {
   }
 
   // ---- notifications (always via /dev/fuse, also when the ring is active) ----------------------
-  private notifyBuf = new Uint8Array(16 + 4096);
-  notify(code: number, body: Uint8Array): number {
-    if (!this.alive) return -Errno.ENOTCONN;
-    const len = 16 + body.length;
-    if (this.notifyBuf.length < len) this.notifyBuf = new Uint8Array(len);
-    const dv = new DataView(this.notifyBuf.buffer);
-    dv.setUint32(0, len, true);
-    dv.setInt32(4, code, true);
-    dv.setBigUint64(8, 0n, true);
-    this.notifyBuf.set(body, 16);
-    const rc = Number(native().fu_write(this.fd, this.notifyBuf, len));
-    return rc < 0 ? rc : 0;
+  /**
+   * Write a notification. The write happens on Bun's thread pool, never on the JS thread: an
+   * INVAL_ENTRY waits for the directory's lock, which a LOOKUP this thread has not answered yet
+   * may hold — written synchronously that would deadlock the daemon. Resolves to 0 or -errno.
+   */
+  notify(code: number, body: Uint8Array): Promise<number> {
+    if (!this.alive) return Promise.resolve(-Errno.ENOTCONN);
+    const msg = Buffer.allocUnsafe(16 + body.length);
+    msg.writeUInt32LE(msg.length, 0);
+    msg.writeInt32LE(code, 4);
+    msg.writeBigUInt64LE(0n, 8);
+    msg.set(body, 16);
+    return new Promise((resolve) => {
+      fsWrite(this.fd, msg, 0, msg.length, null, (err) => resolve(err ? -(errnoOf(err) ?? Errno.EIO) : 0));
+    });
   }
 
   // ---- stats and teardown ---------------------------------------------------------------------
