@@ -13,7 +13,7 @@
 // reused.
 
 import { dlopen, FFIType } from "bun:ffi";
-import { chmodSync, closeSync, fstatSync, lstatSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, writeSync } from "node:fs";
+import { chmodSync, closeSync, fstatSync, lstatSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, statSync, writeSync } from "node:fs";
 import { homedir } from "node:os";
 import { dirname, join } from "node:path";
 
@@ -60,9 +60,18 @@ export function candidateDirs(): Candidate[] {
   try {
     home ||= homedir();
   } catch {}
-  if (home) add(join(env.XDG_CACHE_HOME || join(home, ".cache"), "fuse-uring"), false);
+  // Only below a home directory that exists (never create $HOME itself).
+  if (home && isDir(home)) add(join(env.XDG_CACHE_HOME || join(home, ".cache"), "fuse-uring"), false);
   add(dirname(process.execPath), false, true);
   return out;
+}
+
+function isDir(p: string): boolean {
+  try {
+    return statSync(p).isDirectory();
+  } catch {
+    return false;
+  }
 }
 
 /** A directory only we can write to, created if needed; throws an explanation otherwise. */

@@ -3,16 +3,27 @@
 # Copy it anywhere (same OS/arch, glibc); it needs neither Bun, Zig nor this checkout.
 #   bash scripts/compile.sh [--outfile PATH]
 set -euo pipefail
-cd "$(dirname "$0")/.."
-out=dist/fuse-uring
+out=
 while [ $# -gt 0 ]; do
   case "$1" in
-    --outfile) out=$2; shift 2 ;;
+    --outfile) out=$(realpath -m -- "$2"); shift 2 ;;
     *) echo "usage: $0 [--outfile PATH]" >&2; exit 2 ;;
   esac
 done
-bash scripts/setup.sh
-mkdir -p "$(dirname "$out")"
-node_modules/.bin/bun build --compile --minify-syntax --sourcemap=inline \
+cd "$(dirname "$0")/.."
+out=${out:-dist/fuse-uring}
+case "$(uname -m)" in
+  x86_64) arch=x64 ;;
+  aarch64) arch=arm64 ;;
+  *) echo "[compile] unsupported machine $(uname -m)" >&2; exit 1 ;;
+esac
+# The portable shim (glibc ≥ 2.17) of this machine's arch, at the path bin/compile-entry.ts embeds.
+bash scripts/pack.sh --arches "$arch"
+mkdir -p "$(dirname "$out")" dist/shim
+cp "prebuilt/linux-$arch/libfuse_uring_shim.so" dist/shim/libfuse_uring_shim.so
+# --sourcemap embeds the map in the binary (stack traces name lib/*.ts); the .map file Bun also
+# writes beside it is not needed.
+node_modules/.bin/bun build --compile --minify-syntax --sourcemap \
   bin/compile-entry.ts --outfile "$out" >&2
+rm -f "$out.map"
 echo "[compile] $out ($(du -h "$out" | cut -f1)): try $out doctor" >&2

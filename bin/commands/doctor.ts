@@ -233,7 +233,10 @@ export async function runChecks(): Promise<DoctorReport> {
   // how the mount is attached: mount(2) as root, fusermount3 otherwise
   let attachOk = true;
   const fusermount = ["/usr/bin/fusermount3", "/bin/fusermount3", "/usr/local/bin/fusermount3"].find((p) => existsSync(p));
-  if (root) {
+  if (root && !sysAdmin) {
+    attachOk = false;
+    add("fusermount3", "FAIL", "uid 0 without CAP_SYS_ADMIN (a restricted container?): mounts use mount(2), which will fail with EPERM", "give the container CAP_SYS_ADMIN (docker run --cap-add SYS_ADMIN --device /dev/fuse …), or run as a non-root user with fusermount3");
+  } else if (root) {
     add("fusermount3", "OK", `running as root: mounts use mount(2) directly${fusermount ? "" : " (fusermount3 not installed, not needed)"}`);
   } else if (!fusermount) {
     attachOk = false;
