@@ -77,7 +77,14 @@ export function attach(mountpoint: string, flags: MountFlags): { fd: number; via
   if (problem) throw new MountError(problem);
   if (!existsSync("/dev/fuse")) throw new MountError("/dev/fuse is missing: load the fuse module (modprobe fuse) or, in a container, pass --device /dev/fuse");
   const target = resolve(mountpoint);
-  return isRoot() ? attachRoot(target, flags) : attachFusermount(target, flags);
+  if (!isRoot()) return attachFusermount(target, flags);
+  try {
+    return attachRoot(target, flags);
+  } catch (e) {
+    // uid 0 without CAP_SYS_ADMIN (a rootless container): the setuid helper may still work.
+    if (e instanceof MountError && e.errno === 1 && existsSync("/usr/bin/fusermount3")) return attachFusermount(target, flags);
+    throw e;
+  }
 }
 
 function attachRoot(target: string, flags: MountFlags): { fd: number; via: "mount" } {
