@@ -42,6 +42,8 @@ export function errnoOf(err: unknown): number | null {
   if (err && typeof err === "object") {
     const code = (err as { code?: unknown }).code;
     if (typeof code === "string" && code in Errno) return Errno[code as ErrnoName];
+    const errno = (err as { errno?: unknown }).errno;
+    if (typeof code === "string" && typeof errno === "number" && errno < 0 && errno > -512) return -errno;
   }
   return null;
 }

@@ -25,10 +25,18 @@
 // Errors are the source's: node:fs errors carry `.code` (mapped by errnoOf), the ffi calls
 // throw FuseError with the real errno.
 //
+// Deleted files. An O_PATH descriptor keeps a deleted inode (and its blocks) alive. So that
+// `rm` frees space on the source at once and not only when the kernel sends FORGET, unlink and
+// rename-over check the victim's link count afterwards and close its descriptor when no link
+// and no handle is left (or at its last RELEASE); GETATTR then answers with nlink 0.
+//
 // Notes and gaps:
 // - The daemon usually runs as root; permission checks are the kernel's (default_permissions,
-//   the default) against the source's mode bits. When the caller is not the daemon's user and
-//   the daemon is root, new files/directories/nodes/symlinks are chowned to the caller.
+//   the default) against the source's mode bits. With --no-default-permissions every caller
+//   gets the daemon's rights. When the caller is not the daemon's user and the daemon is root,
+//   new files/directories/nodes/symlinks are chowned to the caller.
+// - A symlink's own xattrs answer EOPNOTSUPP (no race-free way without a path; libfuse does
+//   the same). The backing read is one pread per READ (a short read means EOF to the kernel).
 // - The backing descriptor is opened without O_DIRECT: FUSE-level O_DIRECT (no page cache in
 //   the mount) holds, but the backing file may be cached (its alignment rules would otherwise
 //   reject unaligned FUSE direct I/O that the kernel allows).
@@ -99,13 +107,20 @@ export class PassthroughNode {
   backingId = 0;
   /** Kernel passthrough refused for this inode: serve it through the daemon. */
   noPassthrough = false;
+  /** Lost a link through unlink/rename while open: check on the last release. */
+  unlinked = false;
+  /**
+   * Set when the backing file was deleted and its descriptor closed early (so the source frees
+   * the space now, not when the kernel gets round to FORGET): GETATTR answers with this.
+   */
+  deletedAttr: Attr | null = null;
   /** Mode bits as last seen (type bits never change). */
   mode: number;
   constructor(
     /** Node id given to the kernel. */
     readonly id: number,
-    /** O_PATH|O_NOFOLLOW descriptor of the backing file. */
-    readonly fd: number,
+    /** O_PATH|O_NOFOLLOW descriptor of the backing file (-1 once deleted and released). */
+    public fd: number,
     readonly dev: number,
     readonly ino: number,
     mode: number,
@@ -249,7 +264,7 @@ export class PassthroughFS implements InodeFS {
 
   /** The backing file's current path (best effort: where /proc says the descriptor points). */
   async sourcePath(id: number): Promise<string> {
-    return await fsp.readlink(this.node(id).path);
+    return await fsp.readlink(this.live(id).path);
   }
 
   /** Number of nodes in the table (root included). */
@@ -301,7 +316,54 @@ export class PassthroughFS implements InodeFS {
       m.delete(n.ino);
       if (m.size === 0) this.byIno.delete(n.dev);
     }
+    if (n.fd >= 0) closeQuiet(n.fd);
+    n.fd = -1;
+  }
+
+  /** Name `name` in `dir` is about to lose a link: the node we know for it, if any. */
+  protected async victimOf(dir: PassthroughNode, name: string): Promise<PassthroughNode | undefined> {
+    try {
+      const st = await fsp.lstat(dir.child(name), { bigint: true });
+      return this.byIno.get(Number(st.dev))?.get(Number(st.ino));
+    } catch {
+      return undefined;
+    }
+  }
+
+  /**
+   * After a node lost a link: if it has no link left and no open handle, close its descriptor
+   * now so the source releases the file (a tmpfs frees the space at once, as `rm` promises).
+   * The kernel may still hold the node id until FORGET; GETATTR then answers with nlink 0.
+   */
+  protected async settleVictim(n: PassthroughNode | undefined): Promise<void> {
+    if (!n || n.fd < 0 || n.id === 1) return;
+    if (n.opens > 0) {
+      n.unlinked = true;
+      return;
+    }
+    let st: BigIntStats;
+    try {
+      st = await fstatBig(n.fd);
+    } catch {
+      return;
+    }
+    if (st.nlink !== 0n || n.opens > 0 || n.fd < 0) return;
+    n.deletedAttr = attrOf(st);
+    const m = this.byIno.get(n.dev);
+    if (m?.get(n.ino) === n) {
+      m.delete(n.ino);
+      if (m.size === 0) this.byIno.delete(n.dev);
+    }
     closeQuiet(n.fd);
+    n.fd = -1;
+    this.maybeFree(n);
+  }
+
+  /** A node whose backing file is still reachable (ENOENT once it was deleted and released). */
+  protected live(id: number): PassthroughNode {
+    const n = this.node(id);
+    if (n.fd < 0) throw new FuseError("ENOENT");
+    return n;
   }
 
   /** LOOKUP of `name` in directory node `dir`: one new reference. */
@@ -368,7 +430,7 @@ export class PassthroughFS implements InodeFS {
         } catch {}
         n.backingId = 0;
       }
-      if (n.id !== 1) closeQuiet(n.fd);
+      if (n.id !== 1 && n.fd >= 0) closeQuiet(n.fd);
     }
     const root = this.nodes.get(1)!;
     this.nodes.clear();
@@ -394,6 +456,7 @@ export class PassthroughFS implements InodeFS {
 
   async getattr(_ctx: RequestContext, ino: number): Promise<Attr> {
     const n = this.node(ino);
+    if (n.deletedAttr) return n.deletedAttr;
     try {
       const st = await fstatBig(n.fd);
       n.mode = Number(st.mode);
@@ -404,7 +467,7 @@ export class PassthroughFS implements InodeFS {
   }
 
   async setattr(_ctx: RequestContext, ino: number, c: SetattrChanges): Promise<Attr> {
-    const n = this.node(ino);
+    const n = this.live(ino);
     try {
       const isLink = (n.mode & S_IFMT) === S_IFLNK;
       if (c.mode !== undefined) {
@@ -438,7 +501,7 @@ export class PassthroughFS implements InodeFS {
   }
 
   readlink(_ctx: RequestContext, ino: number): Uint8Array {
-    return libc.readlinkFd(this.node(ino).fd);
+    return libc.readlinkFd(this.live(ino).fd);
   }
 
   async symlink(ctx: RequestContext, parent: number, name: string, target: string): Promise<Entry> {
@@ -475,11 +538,14 @@ export class PassthroughFS implements InodeFS {
   }
 
   async unlink(_ctx: RequestContext, parent: number, name: string): Promise<void> {
+    const dir = this.node(parent);
+    const victim = await this.victimOf(dir, name);
     try {
-      await fsp.unlink(this.node(parent).child(name));
+      await fsp.unlink(dir.child(name));
     } catch (e) {
       throw toFuse(e);
     }
+    await this.settleVictim(victim);
   }
 
   async rmdir(_ctx: RequestContext, parent: number, name: string): Promise<void> {
@@ -493,11 +559,14 @@ export class PassthroughFS implements InodeFS {
   async rename(_ctx: RequestContext, parent: number, name: string, newParent: number, newName: string, flags: number): Promise<void> {
     const from = this.node(parent), to = this.node(newParent);
     if (flags === 0) {
+      // A file renamed over loses a link.
+      const victim = await this.victimOf(to, newName);
       try {
         await fsp.rename(from.child(name), to.child(newName));
       } catch (e) {
         throw toFuse(e);
       }
+      await this.settleVictim(victim);
       return;
     }
     // RENAME_NOREPLACE / RENAME_EXCHANGE / RENAME_WHITEOUT: node:fs has no renameat2.
@@ -505,7 +574,7 @@ export class PassthroughFS implements InodeFS {
   }
 
   async link(_ctx: RequestContext, ino: number, newParent: number, newName: string): Promise<Entry> {
-    const n = this.node(ino), dir = this.node(newParent);
+    const n = this.live(ino), dir = this.node(newParent);
     try {
       libc.linkFd(n.fd, dir.fd, newName);
       return await this.lookupIn(dir, newName);
@@ -551,7 +620,7 @@ export class PassthroughFS implements InodeFS {
   }
 
   async open(_ctx: RequestContext, ino: number, flags: number): Promise<OpenReply> {
-    const n = this.node(ino);
+    const n = this.live(ino);
     let fd: number;
     try {
       fd = await openFd(n.path, this.backingFlags(flags));
@@ -600,23 +669,26 @@ export class PassthroughFS implements InodeFS {
   }
 
   write(ctx: RequestContext, ino: number, fh: number, offset: number, data: Uint8Array, writeFlags: number): Promise<number> {
+    // The backing write is started before anything is awaited (it joins this doorbell batch).
+    const done = ctx.backingWrite(fh, offset, data.length);
     if (writeFlags & FUSE_WRITE_KILL_SUIDGID) {
       const n = this.nodes.get(ino);
-      if (n && n.mode & (S_ISUID | S_ISGID)) return this.killPrivThenWrite(ctx, n, fh, offset, data.length);
+      if (n && n.mode & (S_ISUID | S_ISGID)) return done.then((count) => this.killPriv(n).then(() => count));
     }
-    return ctx.backingWrite(fh, offset, data.length);
+    return done;
   }
 
   /** HANDLE_KILLPRIV_V2: an unprivileged write clears set-user-ID (and set-group-ID if g+x). */
-  private async killPrivThenWrite(ctx: RequestContext, n: PassthroughNode, fh: number, offset: number, size: number): Promise<number> {
-    const st = await fstatBig(n.fd);
-    const mode = Number(st.mode);
-    const kill = (mode & S_ISUID) | (mode & S_ISGID && mode & S_IXGRP ? S_ISGID : 0);
-    if (kill) {
-      await fsp.chmod(n.path, mode & 0o7777 & ~kill).catch((e) => Promise.reject(toFuse(e)));
+  private async killPriv(n: PassthroughNode): Promise<void> {
+    try {
+      const st = await fstatBig(n.fd);
+      const mode = Number(st.mode);
+      const kill = (mode & S_ISUID) | (mode & S_ISGID && mode & S_IXGRP ? S_ISGID : 0);
+      if (kill) await fsp.chmod(n.path, mode & 0o7777 & ~kill);
       n.mode = mode & ~kill;
+    } catch (e) {
+      throw toFuse(e);
     }
-    return ctx.backingWrite(fh, offset, size);
   }
 
   flush(_ctx: RequestContext, _ino: number, fh: number): void {
@@ -625,6 +697,7 @@ export class PassthroughFS implements InodeFS {
 
   async release(_ctx: RequestContext, ino: number, fh: number): Promise<void> {
     const n = this.nodes.get(ino);
+    let settle = false;
     if (n) {
       n.opens--;
       if (n.opens <= 0) {
@@ -636,6 +709,8 @@ export class PassthroughFS implements InodeFS {
             this.info?.backingClose(id);
           } catch {}
         }
+        settle = n.unlinked;
+        n.unlinked = false;
         this.maybeFree(n);
       }
     }
@@ -644,6 +719,7 @@ export class PassthroughFS implements InodeFS {
     } catch (e) {
       throw toFuse(e);
     }
+    if (settle) await this.settleVictim(n);
   }
 
   async fsync(_ctx: RequestContext, _ino: number, fh: number, datasync: boolean): Promise<void> {
@@ -665,7 +741,7 @@ export class PassthroughFS implements InodeFS {
   // ---- InodeFS: directories ---------------------------------------------------------------
 
   async opendir(_ctx: RequestContext, ino: number): Promise<OpenReply> {
-    const n = this.node(ino);
+    const n = this.live(ino);
     let fd: number;
     try {
       fd = await openFd(n.path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -719,6 +795,7 @@ export class PassthroughFS implements InodeFS {
       return;
     }
     const dir = this.node(ino);
+    let added = false;
     for (let i = offset; i < count; ) {
       const end = Math.min(count, i + PLUS_BATCH);
       const batch: Promise<Entry | Error | null>[] = [];
@@ -732,6 +809,9 @@ export class PassthroughFS implements InodeFS {
         if (r instanceof Error) {
           if (isErrno(r, Errno.ENOENT)) continue; // removed since the snapshot
           this.dropLookups(results, k + 1);
+          // Entries already added carry lookup references: send them; the next call resumes
+          // at this entry and reports the error then.
+          if (added) return;
           throw toFuse(r);
         }
         let accepted: boolean;
@@ -745,6 +825,7 @@ export class PassthroughFS implements InodeFS {
           this.dropLookups(results, k);
           return;
         }
+        added = true;
       }
     }
   }
@@ -774,7 +855,7 @@ export class PassthroughFS implements InodeFS {
   // ---- InodeFS: the rest ------------------------------------------------------------------
 
   statfs(_ctx: RequestContext, ino: number): Statfs {
-    const s = libc.fstatfs(this.node(ino).fd);
+    const s = libc.fstatfs(this.live(ino).fd);
     return {
       blocks: s.blocks, bfree: s.bfree, bavail: s.bavail, files: s.files, ffree: s.ffree,
       bsize: s.bsize, namelen: s.namelen, frsize: s.frsize || s.bsize,
@@ -783,7 +864,7 @@ export class PassthroughFS implements InodeFS {
 
   /** xattr calls go through the path; a symlink's own xattrs cannot be reached race-free. */
   private xattrPath(ino: number): string {
-    const n = this.node(ino);
+    const n = this.live(ino);
     if ((n.mode & S_IFMT) === S_IFLNK) throw new FuseError("EOPNOTSUPP");
     return n.path;
   }
@@ -806,7 +887,7 @@ export class PassthroughFS implements InodeFS {
 
   async access(_ctx: RequestContext, ino: number, mask: number): Promise<void> {
     try {
-      await fsp.access(this.node(ino).path, mask);
+      await fsp.access(this.live(ino).path, mask);
     } catch (e) {
       throw toFuse(e);
     }

@@ -71,6 +71,10 @@ export interface SessionStats {
   errors: number;
   replies: number;
   bufferPools: boolean;
+  /** Ring payload buffers registered as io_uring fixed buffers (false: RLIMIT_MEMLOCK too low). */
+  fixedBuffers: boolean;
+  /** Answered requests per opcode name, e.g. { READ: 10, GETATTR: 3 }. */
+  ops: Record<string, number>;
 }
 
 /** Capabilities requested from the kernel (granted = these ∩ offered). */
@@ -129,6 +133,8 @@ export class Session implements Sink, ReplyObserver {
   private transportReason = "";
   private counters = { forgets: 0, interrupts: 0, inflight: 0, inflightMax: 0, errors: 0, replies: 0, devRequests: 0, ringRequests: 0, wakeups: 0 };
   private seenErrors = new Set<string>();
+  /** Requests answered per opcode (index = opcode; all opcodes are < 64). */
+  private readonly opCounts = new Float64Array(64);
   private bufferPools = false;
   initInfo: InitInfo | null = null;
 
@@ -277,7 +283,10 @@ export class Session implements Sink, ReplyObserver {
           fd: this.fd, queues: possibleCpus(), depth: o.queueDepth, payloadSize, setupFlags: o.ringSetupFlags, doorbell: this.doorbell.ptr!,
         });
         const ring = this.uring;
-        const ringIo = (slot: Slot, kind: 1 | 2, fd: number, offset: number, len: number) => ring.io(slot, kind, fd, offset, len);
+        const ringIo = (slot: Slot, kind: 1 | 2, fd: number, offset: number, len: number) => {
+          this.scheduleFlush(); // backing I/O started after an await must be submitted too
+          return ring.io(slot, kind, fd, offset, len);
+        };
         this.reqs.set(ring, ring.slots.map((s) => Object.assign(new Request(s), { ringIo })));
         flags |= initBit("OVER_IO_URING");
         reason = "kernel offered FUSE_OVER_IO_URING";
@@ -359,13 +368,21 @@ export class Session implements Sink, ReplyObserver {
   }
 
   // ---- ReplyObserver --------------------------------------------------------------------------
-  done(req: Request, error: number): void {
-    // Ring replies are only queued; submit them once per microtask checkpoint (a doorbell
-    // batch flushes at its end anyway), so replies of handlers that settle later go out too.
+  /**
+   * Ring replies and backing I/O are only queued; submit them once per microtask checkpoint
+   * (a doorbell batch flushes at its end anyway), so work queued by handlers that settle later
+   * goes out too.
+   */
+  private scheduleFlush(): void {
     if (!this.flushScheduled && this.uring) {
       this.flushScheduled = true;
       queueMicrotask(this.flushBound);
     }
+  }
+
+  done(req: Request, error: number): void {
+    this.scheduleFlush();
+    this.opCounts[req.opcode & 63]!++;
     const c = this.counters;
     c.inflight--;
     c.replies++;
@@ -426,7 +443,15 @@ export class Session implements Sink, ReplyObserver {
       errors: this.counters.errors + c.errors + (u?.errors ?? 0),
       replies: this.counters.replies,
       bufferPools: this.bufferPools,
+      fixedBuffers: u?.fixedBuffers ?? false,
+      ops: this.opsByName(),
     };
+  }
+
+  private opsByName(): Record<string, number> {
+    const out: Record<string, number> = {};
+    for (let op = 0; op < 64; op++) if (this.opCounts[op]) out[opName(op)] = this.opCounts[op]!;
+    return out;
   }
 
   /**

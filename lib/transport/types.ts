@@ -23,6 +23,7 @@ export interface SourceStats {
   submits: number;
   errors: number;
   fixedIo: number;
+  fixedBuffers?: boolean;
 }
 
 /** A producer of requests: the /dev/fuse reader, or the FUSE io_uring. */

@@ -127,7 +127,7 @@ export class UringSource implements Source {
     // io_ops are READ_FIXED/WRITE_FIXED when the payloads are registered (fixed_buffers = 1),
     // plain READ/WRITE on the same memory otherwise.
     const fixed = u(8) === 1;
-    return { submits: u(0), cqes: u(1), wakeups: u(2), requests: u(3), fixedIo: fixed ? u(5) : 0, errors: u(6) };
+    return { submits: u(0), cqes: u(1), wakeups: u(2), requests: u(3), fixedIo: fixed ? u(5) : 0, errors: u(6), fixedBuffers: fixed };
   }
 }
 
