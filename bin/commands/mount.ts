@@ -58,7 +58,22 @@ export async function runMount(cmd: MountCommand): Promise<number> {
     process.stderr.write(`fuse-uring: cannot mount ${label} at ${cmd.mountpoint}: ${stale}\n`);
     return 1;
   }
-  let m: Mount;
+  // Handlers go in before mounting: Bun installs them asynchronously, and a SIGTERM that
+  // arrives right after the ready line must unmount, not kill the daemon mid-mount.
+  let m: Mount | null = null;
+  let signalled: string | null = null;
+  const unmountNow = (mnt: Mount) =>
+    mnt.unmount().catch((e) => process.stderr.write(`fuse-uring: unmount failed: ${e instanceof Error ? e.message : e}
+`));
+  const onSignal = (sig: string) => {
+    if (signalled) return;
+    signalled = sig;
+    if (cmd.debug) process.stderr.write(`fuse-uring: ${sig}, unmounting ${cmd.mountpoint}
+`);
+    if (m) unmountNow(m);
+  };
+  process.on("SIGINT", () => onSignal("SIGINT"));
+  process.on("SIGTERM", () => onSignal("SIGTERM"));
   try {
     m = await mount(cmd.mountpoint, fs, {
       transport: cmd.transport,
@@ -82,15 +97,7 @@ export async function runMount(cmd: MountCommand): Promise<number> {
     return 1;
   }
   process.stderr.write(`fuse-uring: mounted ${label} at ${cmd.mountpoint} (transport=${m.transport}: ${m.transportReason})\n`);
-  let signalled = false;
-  const onSignal = (sig: string) => {
-    if (signalled) return;
-    signalled = true;
-    if (cmd.debug) process.stderr.write(`fuse-uring: ${sig}, unmounting ${cmd.mountpoint}\n`);
-    m.unmount().catch((e) => process.stderr.write(`fuse-uring: unmount failed: ${e instanceof Error ? e.message : e}\n`));
-  };
-  process.on("SIGINT", () => onSignal("SIGINT"));
-  process.on("SIGTERM", () => onSignal("SIGTERM"));
+  if (signalled) unmountNow(m);
   const reason = await m.closed;
   if (cmd.debug) process.stderr.write(`fuse-uring: session ended (${reason})\n`);
   return 0;

@@ -18,7 +18,7 @@ export const DIRENTPLUS_HEADER = 152;
 
 const LE = true;
 
-/** Write a JS number as u64 (exact below 2^53). */
+/** Write a JS integer as 64 bits (exact below 2^53; negative values as two's complement). */
 export function setU64(dv: DataView, off: number, v: number): void {
   dv.setUint32(off, v >>> 0, LE);
   dv.setUint32(off + 4, Math.floor(v / 4294967296) >>> 0, LE);
@@ -34,9 +34,9 @@ export function getI64(dv: DataView, off: number): number {
   return dv.getUint32(off, LE) + dv.getInt32(off + 4, LE) * 4294967296;
 }
 
-/** Seconds + fractional nanoseconds → u32 ns, seconds → u64 (negative clamps to 0). */
+/** Seconds → 64-bit two's complement (the kernel reads them as time64_t: before 1970 is negative), ns → u32. */
 function setTime(dv: DataView, secOff: number, nsecOff: number, sec: number, nsec: number): void {
-  setU64(dv, secOff, sec > 0 ? Math.floor(sec) : 0);
+  setU64(dv, secOff, Math.floor(sec));
   dv.setUint32(nsecOff, nsec >>> 0, LE);
 }
 

@@ -87,7 +87,17 @@ export async function startDaemon(args: string[] = [], opts: StartOptions = {}):
     stdin: "ignore",
     stdout: "pipe",
     stderr: "pipe",
+    detached: true, // own process group: kill() takes wrappers (runuser, taskset) and children along
   });
+  const killGroup = () => {
+    try {
+      process.kill(-proc.pid, "SIGKILL");
+    } catch {
+      try {
+        proc.kill("SIGKILL");
+      } catch {}
+    }
+  };
   let err = "";
   let out = "";
   let exited = false;
@@ -136,7 +146,7 @@ export async function startDaemon(args: string[] = [], opts: StartOptions = {}):
     if (!exited) {
       const m = fuseMountAt(mnt);
       if (m) abortConnection(connectionIdOf(m));
-      proc.kill("SIGKILL");
+      killGroup();
       await Promise.race([exitedP, sleep(5000)]);
     }
     const cleaned = forceUnmount(mnt);
@@ -193,7 +203,7 @@ export async function startDaemon(args: string[] = [], opts: StartOptions = {}):
       const m = fuseMountAt(mnt);
       if (m) abortConnection(connectionIdOf(m));
       if (!exited) {
-        proc.kill("SIGKILL");
+        killGroup();
         await Promise.race([exitedP, sleep(5000)]);
       }
       forceUnmount(mnt);

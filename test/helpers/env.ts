@@ -5,8 +5,8 @@ import { existsSync } from "node:fs";
 /** Repository root (…/test/helpers/../..). */
 export const REPO = resolve(import.meta.dir, "..", "..");
 
-/** The Bun binary: the pinned one from node_modules, else the one running the tests. */
-export const BUN = existsSync(`${REPO}/node_modules/.bin/bun`) ? `${REPO}/node_modules/.bin/bun` : process.execPath;
+/** The Bun binary: the one running the tests (normally node_modules/.bin/bun's target). */
+export const BUN = process.execPath && existsSync(process.execPath) ? process.execPath : `${REPO}/node_modules/.bin/bun`;
 
 /** CLI entry point. */
 export const CLI = `${REPO}/bin/fuse-uring.ts`;

@@ -50,7 +50,18 @@ export function spawnBg(cmd: string[], opts: RunOptions = {}): Background {
     stdin: opts.stdin !== undefined ? "pipe" : "ignore",
     stdout: "pipe",
     stderr: "pipe",
+    // Own process group, so a timeout kills pipelines and grandchildren too.
+    detached: true,
   });
+  const killGroup = (signal: NodeJS.Signals | number) => {
+    try {
+      process.kill(-proc.pid, signal);
+    } catch {
+      try {
+        proc.kill(signal);
+      } catch {}
+    }
+  };
   if (opts.stdin !== undefined) {
     const sink = proc.stdin as import("bun").FileSink;
     sink.write(opts.stdin);
@@ -61,7 +72,7 @@ export function spawnBg(cmd: string[], opts: RunOptions = {}): Background {
   let escalate: ReturnType<typeof setTimeout> | undefined;
   const timer = setTimeout(() => {
     timedOut = true;
-    proc.kill("SIGKILL");
+    killGroup("SIGKILL");
     // Still there after 2 s: it is stuck on an unanswered FUSE request. Abort our connections.
     escalate = setTimeout(() => {
       if (!exited) abortAllMounts(`client timed out and ignores SIGKILL: ${describeCmd(cmd)}`);
@@ -82,7 +93,7 @@ export function spawnBg(cmd: string[], opts: RunOptions = {}): Background {
       return exited;
     },
     kill(signal = "SIGKILL") {
-      proc.kill(signal);
+      killGroup(signal);
     },
   };
 }

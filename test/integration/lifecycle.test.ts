@@ -78,6 +78,18 @@ for (const transport of TRANSPORTS) {
       });
     }
 
+    fuseTest("SIGTERM immediately after the ready line still unmounts and exits 0 (5 times)", async () => {
+      for (let i = 0; i < 5; i++) {
+        const d = await startDaemon(args);
+        d.proc.kill("SIGTERM"); // no pause: the handler must be in place before "mounted" is printed
+        const r = await d.waitExit(10_000);
+        expect(r.exited, `round ${i}: daemon still running`).toBe(true);
+        expect(r.signal, `round ${i}: daemon died of ${r.signal} instead of handling it\n${d.stderr()}`).toBeNull();
+        expect(r.code, d.stderr()).toBe(0);
+        expect(isMounted(d.mnt), `round ${i}: mount left behind`).toBe(false);
+      }
+    });
+
     fuseTest("SIGTERM while a client holds a file open still exits 0 and removes the mount", async () => {
       const d = await startDaemon(args);
       await shOk('echo data > "$1/f"', [d.mnt]);

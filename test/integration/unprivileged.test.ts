@@ -1,7 +1,7 @@
 // Unprivileged mount through fusermount3 (the _FUSE_COMMFD protocol), as a throwaway user.
 import { beforeAll, afterAll, describe, expect } from "bun:test";
-import { chmodSync, chownSync, cpSync, existsSync, mkdirSync, mkdtempSync, realpathSync, rmSync } from "node:fs";
-import { join } from "node:path";
+import { chmodSync, chownSync, cpSync, existsSync, mkdirSync, mkdtempSync, realpathSync, rmSync, statSync } from "node:fs";
+import { dirname, join } from "node:path";
 import {
   BUN,
   REPO,
@@ -33,7 +33,15 @@ describe("unprivileged mount via fusermount3 (classic)", () => {
   // setpriv execs in place (no intermediate process), so signals reach the daemon directly.
   const asUserExec = (cmd: string[]) => ["setpriv", `--reuid=${uid}`, `--regid=${gid}`, "--init-groups", "--", ...userEnv(), ...cmd];
 
+  let devFuseMode: number | undefined;
   beforeAll(async () => {
+    // fusermount3 opens /dev/fuse with the caller's identity; distributions ship it 0666,
+    // some containers create it 0600. Make it world-accessible for the test, restore afterwards.
+    const mode = statSync("/dev/fuse").mode & 0o777;
+    if ((mode & 0o006) !== 0o006) {
+      devFuseMode = mode;
+      chmodSync("/dev/fuse", 0o666);
+    }
     if ((await run(["id", "-u", USER])).code !== 0) {
       const r = await run(["useradd", "-M", "-s", "/usr/sbin/nologin", USER]);
       if (r.code !== 0) throw new Error(`cannot create user ${USER}:\n${fmt(r)}`);
@@ -64,6 +72,7 @@ describe("unprivileged mount via fusermount3 (classic)", () => {
 
   afterAll(() => {
     if (work) rmSync(work, { recursive: true, force: true });
+    if (devFuseMode !== undefined) chmodSync("/dev/fuse", devFuseMode);
   });
 
   fuseTest(
@@ -129,5 +138,30 @@ describe("unprivileged mount via fusermount3 (classic)", () => {
       expect(isMounted(mnt)).toBe(false);
     },
     90_000,
+  );
+
+  fuseTest(
+    "a root mount is closed to other users unless --allow-other is given",
+    async () => {
+      for (const allowOther of [false, true]) {
+        const d = await startDaemon(["--transport", "classic", ...(allowOther ? ["--allow-other"] : [])]);
+        await run(["chmod", "755", d.mnt, dirname(d.mnt)]);
+        await run(["sh", "-c", 'echo shared > "$1/f" && chmod 644 "$1/f"', "sh", d.mnt]);
+        const r = await run(asUser(["cat", `${d.mnt}/f`]));
+        if (allowOther) {
+          expect(r.code, fmt(r)).toBe(0);
+          expect(r.stdout).toBe("shared\n");
+          // default_permissions: the user may read but not write root's 0644 file
+          const w = await run(asUser(["sh", "-c", 'echo x >> "$1/f"', "sh", d.mnt]));
+          expect(w.code).not.toBe(0);
+          expect(w.stderr).toContain("Permission denied");
+        } else {
+          expect(r.code).not.toBe(0);
+          expect(r.stderr).toContain("Permission denied");
+        }
+        expect(await d.stop()).toBe(0);
+      }
+    },
+    60_000,
   );
 });
