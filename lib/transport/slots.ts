@@ -26,14 +26,14 @@ export class CompletionBuffer {
   readonly bytes = new Uint8Array(COMPLETION_SIZE * COMPLETION_BATCH);
   private readonly view = new DataView(this.bytes.buffer);
 
-  /** Dispatch `count` records popped into `bytes`; returns true if STOPPED was seen. */
+  /** Dispatch `count` records popped into `bytes` to the sink. */
   dispatch(count: number, source: Source, sink: Sink): void {
     const v = this.view;
     for (let i = 0; i < count; i++) {
       const off = i * COMPLETION_SIZE;
       const kind = v.getUint32(off, true);
       const idx = v.getUint32(off + 4, true);
-      const res = Number(v.getBigInt64(off + 8, true));
+      const res = v.getUint32(off + 8, true) + v.getInt32(off + 12, true) * 4294967296; // i64, no BigInt
       if (kind === COMPLETION_REQUEST) sink.onRequest(source.slots[idx]!);
       else if (kind === COMPLETION_IO_DONE) sink.onIoDone(source.slots[idx]!, res);
       else if (kind === COMPLETION_STOPPED) sink.onStopped(source, -res);
