@@ -63,6 +63,10 @@ const ud_io_tag: u64 = 1 << 32;
 const ud_wake: u64 = std.math.maxInt(u64);
 const ud_cancel: u64 = std.math.maxInt(u64) - 1;
 
+/// Not an io_uring flag: set in fu_ring_create's setup_flags to skip fixed-buffer registration
+/// (benchmarks compare fixed against plain READ/WRITE on the same memory).
+pub const no_fixed_buffers_flag: u32 = 1 << 31;
+
 /// How long teardown waits for canceled READ/WRITEs before giving their memory up for lost.
 const io_drain_budget_ms: u32 = 1000;
 
@@ -335,7 +339,8 @@ pub const Ring = struct {
         const ring: *uring.Ring = @ptrCast(&reservation);
 
         const sq_entries = std.math.ceilPowerOfTwoAssert(u32, self.n + 8);
-        const init_rc = uring.fuw_init(ring, sq_entries, 2 * sq_entries, uring.setup_sqe128 | self.setup_flags);
+        const io_uring_flags = self.setup_flags & ~no_fixed_buffers_flag;
+        const init_rc = uring.fuw_init(ring, sq_entries, 2 * sq_entries, uring.setup_sqe128 | io_uring_flags);
         if (init_rc < 0) {
             // EPERM: io_uring disabled/seccomp; ENOSYS: no io_uring; EINVAL: bad flag
             // combination (e.g. DEFER_TASKRUN without SINGLE_ISSUER); ENOMEM: ring memory.
@@ -345,7 +350,7 @@ pub const Ring = struct {
         }
         // Fixed buffers are an optimization for fu_ring_io; without them (RLIMIT_MEMLOCK,
         // ENOMEM, too many) plain READ/WRITE on the same addresses work as well.
-        const reg_rc = uring.fuw_register_buffers(ring, self.buf_iovecs.ptr, self.n);
+        const reg_rc = if (self.setup_flags & no_fixed_buffers_flag != 0) -1 else uring.fuw_register_buffers(ring, self.buf_iovecs.ptr, self.n);
         self.stats.fixed_buffers = if (reg_rc == 0) 1 else 0;
         const wake_rc = self.armWake(ring);
         const submit_rc = if (wake_rc == 0) uring.fuw_submit(ring) else wake_rc;

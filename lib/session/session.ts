@@ -14,7 +14,7 @@ import {
 } from "../protocol/constants.ts";
 import { ClassicSource } from "../transport/classic.ts";
 import type { Sink, Slot, Source, TransportKind } from "../transport/types.ts";
-import { IORING_SETUP_DEFER_TASKRUN, IORING_SETUP_SINGLE_ISSUER, possibleCpus, UringError, UringSource } from "../transport/uring.ts";
+import { FU_RING_NO_FIXED_BUFFERS, IORING_SETUP_DEFER_TASKRUN, IORING_SETUP_SINGLE_ISSUER, possibleCpus, UringError, UringSource } from "../transport/uring.ts";
 import { Dispatcher } from "./dispatch.ts";
 import { Replier, type ReplyObserver } from "./reply.ts";
 import { Request } from "./request.ts";
@@ -47,9 +47,12 @@ export const defaultSessionOptions: SessionOptions = {
   negativeTtl: 0,
   writebackCache: false,
   kernelPassthrough: false,
-  // Measured best on 6.18 (see the note in docs/ARCHITECTURE.md); FUSE_URING_RING_FLAGS
-  // overrides it for experiments (bench/).
-  ringSetupFlags: process.env.FUSE_URING_RING_FLAGS !== undefined ? Number(process.env.FUSE_URING_RING_FLAGS) : IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN,
+  // Measured on 6.18 (see docs/ARCHITECTURE.md). For experiments (bench/):
+  // FUSE_URING_RING_FLAGS overrides the io_uring setup flags, FUSE_URING_FIXED_BUFFERS=0 makes
+  // backing I/O use plain READ/WRITE instead of READ_FIXED/WRITE_FIXED.
+  ringSetupFlags:
+    (process.env.FUSE_URING_RING_FLAGS !== undefined ? Number(process.env.FUSE_URING_RING_FLAGS) : IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN) +
+    (process.env.FUSE_URING_FIXED_BUFFERS === "0" ? FU_RING_NO_FIXED_BUFFERS : 0), // + not |: bit 31 would turn negative
   debug: false,
   log: (line) => process.stderr.write(line + "\n"),
 };

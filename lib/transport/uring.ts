@@ -14,6 +14,8 @@ import type { Sink, Slot, Source, SourceStats } from "./types.ts";
 export const IORING_SETUP_SINGLE_ISSUER = 1 << 12;
 export const IORING_SETUP_DEFER_TASKRUN = 1 << 13;
 export const IORING_SETUP_COOP_TASKRUN = 1 << 8;
+/** Shim flag (not io_uring's): do not register the payloads as fixed buffers. */
+export const FU_RING_NO_FIXED_BUFFERS = 2 ** 31;
 
 export interface UringOptions {
   fd: number;
