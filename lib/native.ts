@@ -37,6 +37,7 @@ export const symbols = {
 
   fu_ring_create: { args: [i32, u32, u32, u32, u32, fn, ptr], returns: ptr },
   fu_ring_start: { args: [ptr], returns: i32 },
+  fu_ring_set_spin: { args: [ptr, u64], returns: vd },
   fu_ring_header: { args: [ptr, u32], returns: ptr },
   fu_ring_payload: { args: [ptr, u32], returns: ptr },
   fu_ring_pop: { args: [ptr, ptr, u32], returns: u32 },

@@ -119,6 +119,10 @@ pub const Ring = struct {
     stop_requested: u32 = 0,
     /// Ring thread sets it before blocking in io_uring_enter; kick writes the eventfd only then.
     sleeping: u32 = 0,
+    /// After ringing the doorbell, wait this long for JS's replies in user space before
+    /// blocking (0 = never): a reply that arrives meanwhile needs no eventfd write and no
+    /// wake-up of this thread. Set by fu_ring_set_spin.
+    spin_ns: u64 = 0,
     init_done: std.Thread.ResetEvent = .{},
     init_result: i32 = 0,
     thread: ?std.Thread = null,
@@ -384,6 +388,7 @@ pub const Ring = struct {
     /// last entry (normally -ENOTCONN after unmount) or a fatal io_uring_enter error.
     fn loop(self: *Ring, ring: *uring.Ring) i64 {
         var registered = false;
+        var expect_replies = false;
         while (true) {
             if (flag(&self.stop_requested)) return 0;
             if (!registered and flag(&self.start_requested)) {
@@ -392,6 +397,12 @@ pub const Ring = struct {
                 registered = true;
             }
             while (self.commands.pop()) |command| self.prepCommand(ring, command);
+            if (expect_replies) {
+                expect_replies = false;
+                if (self.spinForCommands()) {
+                    while (self.commands.pop()) |command| self.prepCommand(ring, command);
+                }
+            }
 
             // Sleep only if no command and no stop can be missed (see kick()).
             @atomicStore(u32, &self.sleeping, 1, .seq_cst);
@@ -422,13 +433,34 @@ pub const Ring = struct {
                 uring.fuw_cq_advance(ring, got);
                 self.stats.cqes += got;
             }
-            if (pushed) self.notify();
+            if (pushed) {
+                self.notify();
+                expect_replies = true;
+            }
             if (self.dead_count == self.n) return self.last_dead_res;
             if (self.wake_broken) {
                 self.stats.errors += 1;
                 return self.wake_res;
             }
         }
+    }
+
+    /// Busy-waits up to spin_ns for a command; true if one arrived.
+    fn spinForCommands(self: *Ring) bool {
+        const budget = @atomicLoad(u64, &self.spin_ns, .monotonic);
+        if (budget == 0) return false;
+        const began = std.time.Instant.now() catch return false;
+        while (self.commands.isEmpty()) {
+            if (flag(&self.stop_requested)) return false;
+            std.atomic.spinLoopHint();
+            const now = std.time.Instant.now() catch return false;
+            if (now.since(began) >= budget) return false;
+        }
+        return true;
+    }
+
+    pub fn setSpin(self: *Ring, ns: u64) void {
+        @atomicStore(u64, &self.spin_ns, ns, .monotonic);
     }
 
     /// Returns true if it pushed a completion.

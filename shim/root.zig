@@ -123,6 +123,11 @@ export fn fu_ring_create(fd: i32, nr_queues: u32, depth: u32, payload_size: u32,
     return Ring.create(fd, nr_queues, depth, payload_size, setup_flags, doorbell, err_out);
 }
 
+/// Busy-wait budget (ns) for replies after each doorbell before the ring thread blocks.
+export fn fu_ring_set_spin(r: *Ring, ns: u64) void {
+    r.setSpin(ns);
+}
+
 export fn fu_ring_start(r: *Ring) i32 {
     return r.start();
 }

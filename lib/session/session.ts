@@ -33,6 +33,8 @@ export interface SessionOptions {
   kernelPassthrough: boolean;
   /** io_uring setup flags for the ring thread (SINGLE_ISSUER | DEFER_TASKRUN by default) */
   ringSetupFlags: number;
+  /** µs the ring thread waits for replies after a doorbell before sleeping (0 = off). */
+  ringSpinMicros: number;
   debug: boolean;
   log: (line: string) => void;
 }
@@ -53,6 +55,7 @@ export const defaultSessionOptions: SessionOptions = {
   ringSetupFlags:
     (process.env.FUSE_URING_RING_FLAGS !== undefined ? Number(process.env.FUSE_URING_RING_FLAGS) : IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN) +
     (process.env.FUSE_URING_FIXED_BUFFERS === "0" ? FU_RING_NO_FIXED_BUFFERS : 0), // + not |: bit 31 would turn negative
+  ringSpinMicros: process.env.FUSE_URING_SPIN_US !== undefined ? Number(process.env.FUSE_URING_SPIN_US) : 0,
   debug: false,
   log: (line) => process.stderr.write(line + "\n"),
 };
@@ -283,7 +286,7 @@ export class Session implements Sink, ReplyObserver {
     if (want) {
       try {
         this.uring = new UringSource(this, {
-          fd: this.fd, queues: possibleCpus(), depth: o.queueDepth, payloadSize, setupFlags: o.ringSetupFlags, doorbell: this.doorbell.ptr!,
+          fd: this.fd, queues: possibleCpus(), depth: o.queueDepth, payloadSize, setupFlags: o.ringSetupFlags, doorbell: this.doorbell.ptr!, spinMicros: o.ringSpinMicros,
         });
         const ring = this.uring;
         const ringIo = (slot: Slot, kind: 1 | 2, fd: number, offset: number, len: number) => {

@@ -24,6 +24,8 @@ export interface UringOptions {
   payloadSize: number;
   setupFlags: number;
   doorbell: Pointer;
+  /** Busy-wait for replies after a doorbell before the ring thread sleeps (µs, 0 = off). */
+  spinMicros?: number;
 }
 
 /** Number of possible CPUs = number of FUSE ring queues the kernel expects (kernel-abi §12.4). */
@@ -64,6 +66,7 @@ export class UringSource implements Source {
       this.slots.push(makeSlot(this, i, n.fu_ring_header(h, i) as Pointer, n.fu_ring_payload(h, i) as Pointer, opts.payloadSize));
     }
     this.pinnedBytes = entries * (opts.payloadSize + 4096);
+    if (opts.spinMicros) n.fu_ring_set_spin(h, Math.round(opts.spinMicros * 1000));
     this.statsView = new DataView(toArrayBuffer(n.fu_ring_stats(h) as Pointer, 0, 72));
   }
 
