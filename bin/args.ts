@@ -27,6 +27,8 @@ Options:
   --fsname NAME, --subtype NAME   names shown in /proc/mounts (fuse.SUBTYPE)
   --writeback-cache               let the kernel cache writes (FUSE_WRITEBACK_CACHE)
   --kernel-passthrough            (--passthrough) serve file data in the kernel
+  --no-fixed-buffers              (io_uring) backing I/O with plain READ/WRITE instead of
+                                  READ_FIXED/WRITE_FIXED on registered buffers (comparison)
   --entry-ttl S, --attr-ttl S     kernel cache lifetimes in seconds (default 1)
   --negative-ttl S                cache "no such file" answers for S seconds (default 0)
 `;
@@ -49,6 +51,7 @@ export interface MountCommand {
   subtype?: string;
   writebackCache: boolean;
   kernelPassthrough: boolean;
+  fixedBuffers: boolean;
   entryTtl: number;
   attrTtl: number;
   negativeTtl: number;
@@ -102,7 +105,7 @@ export function parseArgs(argv: string[]): Command {
   const positional: string[] = [];
   const cmd: Omit<MountCommand, "fs" | "mountpoint"> & { fs?: MountCommand["fs"] } = {
     kind: "mount", transport: "auto", queueDepth: 8, maxWrite: 1 << 20, debug: false, allowOther: false,
-    defaultPermissions: true, readOnly: false, writebackCache: false, kernelPassthrough: false,
+    defaultPermissions: true, readOnly: false, writebackCache: false, kernelPassthrough: false, fixedBuffers: true,
     entryTtl: 1, attrTtl: 1, negativeTtl: 0,
   };
   const dashdash = rest.indexOf("--");
@@ -132,6 +135,7 @@ export function parseArgs(argv: string[]): Command {
       case "--subtype": cmd.subtype = strArg(flag, value()); break;
       case "--writeback-cache": cmd.writebackCache = true; break;
       case "--kernel-passthrough": cmd.kernelPassthrough = true; break;
+      case "--no-fixed-buffers": cmd.fixedBuffers = false; break;
       case "--entry-ttl": cmd.entryTtl = numArg(flag, value()); break;
       case "--attr-ttl": cmd.attrTtl = numArg(flag, value()); break;
       case "--negative-ttl": cmd.negativeTtl = numArg(flag, value()); break;

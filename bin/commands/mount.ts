@@ -88,6 +88,7 @@ export async function runMount(cmd: MountCommand): Promise<number> {
       subtype: cmd.subtype,
       writebackCache: cmd.writebackCache,
       kernelPassthrough: cmd.kernelPassthrough,
+      fixedBuffers: cmd.fixedBuffers,
       entryTtl: cmd.entryTtl,
       attrTtl: cmd.attrTtl,
       negativeTtl: cmd.negativeTtl,

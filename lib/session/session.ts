@@ -35,6 +35,8 @@ export interface SessionOptions {
   ringSetupFlags: number;
   /** µs the ring thread waits for replies after a doorbell before sleeping (0 = off). */
   ringSpinMicros: number;
+  /** Register ring payloads as io_uring fixed buffers for backing I/O (default true). */
+  fixedBuffers: boolean;
   debug: boolean;
   log: (line: string) => void;
 }
@@ -50,11 +52,11 @@ export const defaultSessionOptions: SessionOptions = {
   writebackCache: false,
   kernelPassthrough: false,
   // Measured on 6.18 (see docs/ARCHITECTURE.md). For experiments (bench/):
-  // FUSE_URING_RING_FLAGS overrides the io_uring setup flags, FUSE_URING_FIXED_BUFFERS=0 makes
-  // backing I/O use plain READ/WRITE instead of READ_FIXED/WRITE_FIXED.
+  // FUSE_URING_RING_FLAGS overrides the io_uring setup flags, FUSE_URING_SPIN_US the reply
+  // spin-wait, FUSE_URING_FIXED_BUFFERS=0 turns fixed buffers off (as --no-fixed-buffers).
   ringSetupFlags:
-    (process.env.FUSE_URING_RING_FLAGS !== undefined ? Number(process.env.FUSE_URING_RING_FLAGS) : IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN) +
-    (process.env.FUSE_URING_FIXED_BUFFERS === "0" ? FU_RING_NO_FIXED_BUFFERS : 0), // + not |: bit 31 would turn negative
+    process.env.FUSE_URING_RING_FLAGS !== undefined ? Number(process.env.FUSE_URING_RING_FLAGS) : IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN,
+  fixedBuffers: process.env.FUSE_URING_FIXED_BUFFERS !== "0",
   ringSpinMicros: process.env.FUSE_URING_SPIN_US !== undefined ? Number(process.env.FUSE_URING_SPIN_US) : 0,
   debug: false,
   log: (line) => process.stderr.write(line + "\n"),
@@ -286,7 +288,9 @@ export class Session implements Sink, ReplyObserver {
     if (want) {
       try {
         this.uring = new UringSource(this, {
-          fd: this.fd, queues: possibleCpus(), depth: o.queueDepth, payloadSize, setupFlags: o.ringSetupFlags, doorbell: this.doorbell.ptr!, spinMicros: o.ringSpinMicros,
+          fd: this.fd, queues: possibleCpus(), depth: o.queueDepth, payloadSize,
+          // + not |: bit 31 would make the number negative
+          setupFlags: o.ringSetupFlags + (o.fixedBuffers ? 0 : FU_RING_NO_FIXED_BUFFERS), doorbell: this.doorbell.ptr!, spinMicros: o.ringSpinMicros,
         });
         const ring = this.uring;
         const ringIo = (slot: Slot, kind: 1 | 2, fd: number, offset: number, len: number) => {
