@@ -1,0 +1,216 @@
+// One fuse-uring daemon (the CLI, `mount … --stats-file F`) under the harness's control.
+
+import { readFileSync } from "node:fs";
+import { BenchError, abortFuseAt, cpuSeconds, mountAt, mtimeMs, run, sleep, statusKiB } from "./util.ts";
+
+export interface DaemonStats {
+  transport: string;
+  transportReason?: string;
+  ringRequests: number;
+  devRequests: number;
+  wakeups: number;
+  cqes: number;
+  submits: number;
+  inflightMax: number;
+  pinnedBytes: number;
+  fixedIo: number;
+  errors: number;
+  replies?: number;
+  forgets?: number;
+  interrupts?: number;
+  uptimeMs?: number;
+  [k: string]: unknown;
+}
+
+export interface DaemonSpec {
+  id: string;
+  /** filesystem arguments: ["--memfs"] or ["--passthrough", SRC] (+ e.g. "--kernel-passthrough") */
+  fsArgs: string[];
+  transport: "uring" | "classic";
+  mountpoint: string;
+  statsFile: string;
+  queueDepth: number;
+  maxWrite: number;
+  extraArgs?: string[];
+  /** run the daemon with RLIMIT_NOFILE raised to this (soft and hard), through prlimit(1) */
+  nofile?: number;
+}
+
+export interface StopResult {
+  exitCode: number | null;
+  forced: boolean;
+  finalStats: DaemonStats | null;
+  leftoverUnmounted: boolean;
+}
+
+const READY = "fuse-uring: mounted ";
+
+export class Daemon {
+  readonly proc: ReturnType<typeof Bun.spawn>;
+  readonly pid: number;
+  readonly cmd: string[];
+  private all: string[] = [];
+  private readyWaiters: Array<(line: string | null) => void> = [];
+  readyLine: string | null = null;
+  private stopped = false;
+
+  constructor(readonly spec: DaemonSpec, repo: string, bun: string) {
+    this.cmd = [
+      ...(spec.nofile ? ["prlimit", `--nofile=${spec.nofile}:${spec.nofile}`] : []),
+      bun, "bin/fuse-uring.ts", "mount", ...spec.fsArgs, spec.mountpoint,
+      "--transport", spec.transport,
+      "--queue-depth", String(spec.queueDepth),
+      "--max-write", String(spec.maxWrite),
+      "--stats-file", spec.statsFile,
+      ...(spec.extraArgs ?? []),
+    ];
+    this.proc = Bun.spawn({ cmd: this.cmd, cwd: repo, stdin: "ignore", stdout: "ignore", stderr: "pipe" });
+    this.pid = this.proc.pid;
+    void this.pump();
+    void this.proc.exited.then(() => this.wake(null));
+  }
+
+  private async pump(): Promise<void> {
+    const dec = new TextDecoder();
+    let buf = "";
+    try {
+      for await (const chunk of this.proc.stderr as ReadableStream<Uint8Array>) {
+        buf += dec.decode(chunk, { stream: true });
+        let i: number;
+        while ((i = buf.indexOf("\n")) >= 0) {
+          this.onLine(buf.slice(0, i));
+          buf = buf.slice(i + 1);
+        }
+      }
+    } catch {}
+    if (buf) this.onLine(buf);
+  }
+
+  private onLine(line: string): void {
+    if (this.all.length < 2000) this.all.push(line);
+    else this.all[this.all.length - 1] = line;
+    if (line.startsWith(READY) && !this.readyLine) {
+      this.readyLine = line;
+      this.wake(line);
+    }
+  }
+
+  private wake(v: string | null): void {
+    const w = this.readyWaiters;
+    this.readyWaiters = [];
+    for (const f of w) f(v);
+  }
+
+  /** The daemon's own error lines plus the last few lines of its stderr, indented. */
+  stderrTail(n = 8): string {
+    const pick = new Set<number>();
+    this.all.forEach((l, i) => {
+      if (/^fuse-uring:|error|panic|Segmentation/i.test(l) && pick.size < 6) pick.add(i);
+    });
+    for (let i = Math.max(0, this.all.length - n); i < this.all.length; i++) pick.add(i);
+    return [...pick].sort((a, b) => a - b).map((i) => `    | ${this.all[i]}`).join("\n");
+  }
+
+  get alive(): boolean {
+    return this.proc.exitCode === null && this.proc.signalCode == null;
+  }
+
+  /** Wait for the "mounted" line and check the mount table and the reported transport. */
+  async waitReady(timeoutMs: number): Promise<void> {
+    const what = `${this.spec.id} (${this.cmd.slice(1).join(" ")})`;
+    let line = this.readyLine;
+    if (!line) {
+      line = await new Promise<string | null>((res) => {
+        const t = setTimeout(() => res(null), timeoutMs);
+        this.readyWaiters.push((v) => {
+          clearTimeout(t);
+          res(v);
+        });
+        if (!this.alive) res(null);
+      });
+    }
+    if (!line) {
+      const why = this.alive ? `no "mounted" line within ${timeoutMs / 1000}s` : `daemon exited (code ${this.proc.exitCode}, signal ${this.proc.signalCode})`;
+      throw new BenchError(`mount did not come up: ${what}: ${why}\n${this.stderrTail()}`);
+    }
+    const m = mountAt(this.spec.mountpoint);
+    if (!m || !m.fstype.startsWith("fuse")) {
+      throw new BenchError(`mount did not come up: ${what}: ${this.spec.mountpoint} is not a FUSE mount in /proc/self/mountinfo (found ${m ? m.fstype : "nothing"})\n${this.stderrTail()}`);
+    }
+    const t = line.match(/\(transport=(\w+)/)?.[1];
+    if (t !== this.spec.transport) {
+      throw new BenchError(`${this.spec.id}: configured --transport ${this.spec.transport} but the daemon reported transport=${t ?? "?"}: ${line}`);
+    }
+  }
+
+  /** Throw unless the daemon runs and its mount is in place. */
+  check(context: string): void {
+    if (!this.alive) {
+      throw new BenchError(`${this.spec.id}: daemon exited ${context} (code ${this.proc.exitCode}, signal ${this.proc.signalCode})\n${this.stderrTail()}`);
+    }
+    const m = mountAt(this.spec.mountpoint);
+    if (!m || !m.fstype.startsWith("fuse")) {
+      throw new BenchError(`${this.spec.id}: mount ${this.spec.mountpoint} disappeared ${context}\n${this.stderrTail()}`);
+    }
+  }
+
+  readStatsFile(): DaemonStats | null {
+    for (let i = 0; i < 5; i++) {
+      try {
+        return JSON.parse(readFileSync(this.spec.statsFile, "utf8")) as DaemonStats;
+      } catch {}
+    }
+    return null;
+  }
+
+  /**
+   * Counters as of a moment after `afterMs` (wall clock): the daemon rewrites the stats file
+   * every second, so wait (bounded) for a write newer than that moment.
+   */
+  async freshStats(afterMs: number, timeoutMs = 3500): Promise<DaemonStats> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      if (mtimeMs(this.spec.statsFile) > afterMs) {
+        const s = this.readStatsFile();
+        if (s) return s;
+      }
+      if (!this.alive) this.check("while waiting for its stats file");
+      if (Date.now() > deadline) {
+        throw new BenchError(`${this.spec.id}: stats file ${this.spec.statsFile} not refreshed within ${timeoutMs / 1000}s (the CLI writes it every second)`);
+      }
+      await sleep(40);
+    }
+  }
+
+  cpuSeconds(): number | null {
+    return cpuSeconds(this.pid);
+  }
+
+  peakRssKiB(): number | null {
+    return statusKiB(this.pid, "VmHWM");
+  }
+
+  /** SIGTERM (the CLI unmounts and exits 0); escalate to abort + SIGKILL + umount -l. */
+  async stop(graceMs = 10000): Promise<StopResult> {
+    if (this.stopped) return { exitCode: this.proc.exitCode, forced: false, finalStats: this.readStatsFile(), leftoverUnmounted: false };
+    this.stopped = true;
+    let forced = false;
+    if (this.alive) {
+      this.proc.kill("SIGTERM");
+      const done = await Promise.race([this.proc.exited.then(() => true), sleep(graceMs).then(() => false)]);
+      if (!done) {
+        forced = true;
+        abortFuseAt(this.spec.mountpoint);
+        this.proc.kill("SIGKILL");
+        await Promise.race([this.proc.exited, sleep(5000)]);
+      }
+    }
+    let leftoverUnmounted = false;
+    if (mountAt(this.spec.mountpoint)?.fstype.startsWith("fuse")) {
+      leftoverUnmounted = true;
+      abortFuseAt(this.spec.mountpoint);
+      await run(["umount", "-l", this.spec.mountpoint], { timeoutMs: 10000 });
+    }
+    return { exitCode: this.proc.exitCode, forced, finalStats: this.readStatsFile(), leftoverUnmounted };
+  }
+}
