@@ -2,7 +2,7 @@
 // shim's doorbell (lib/transport, shim/bell.zig): a threadsafe JSCallback, a pipe read by
 // Bun's event loop, and an eventfd read through node:fs on the thread pool.
 // Run: node_modules/.bin/bun bench/doorbell/run.ts   (builds doorbell.c with zig cc)
-import { dlopen, JSCallback, ptr } from "bun:ffi";
+import { dlopen, FFIType, JSCallback, ptr } from "bun:ffi";
 import { read } from "node:fs";
 
 const dir = import.meta.dir;
@@ -10,7 +10,7 @@ const so = `/tmp/fuse-uring-doorbell-${process.pid}.so`;
 const cc = Bun.spawnSync(["python3", "-m", "ziglang", "cc", "-O2", "-shared", "-fPIC", "-o", so, `${dir}/doorbell.c`, "-lpthread"]);
 if (cc.exitCode !== 0) throw new Error(`zig cc failed: ${cc.stderr}`);
 const L = dlopen(so, {
-  db_now: { returns: "u64_fast" }, db_sent: { returns: "u64_fast" },
+  db_now: { returns: FFIType.u64_fast }, db_sent: { returns: FFIType.u64_fast },
   db_start_cb: { args: ["function", "i32"], returns: "i32" },
   db_start_fd: { args: ["i32", "i32"], returns: "i32" },
   db_eventfd: { returns: "i32" }, db_pipe: { args: ["ptr"], returns: "i32" },
