@@ -1,6 +1,6 @@
 #!/usr/bin/env bun
 // fuse-uring benchmark harness: a matrix of configurations × workloads with interleaved rounds.
-// See bench/README.md. `npm run bench` (full, ~20–30 min) or `npm run bench -- --quick` (< 3 min).
+// See bench/README.md. `npm run bench` (full, ~24 min on 2 CPUs) or `npm run bench -- --quick` (< 3 min).
 
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { cpus, totalmem } from "node:os";
@@ -26,7 +26,7 @@ const HELP = `Usage: bun bench/run.ts [options]      (npm run bench [-- options]
   --queue-depth N      passed to the CLI (io_uring entries per queue; default 8)
   --max-write BYTES    passed to the CLI (default 1048576)
   --configs a,b,…      only these configurations (raw, memfs-classic, memfs-uring, pt-classic,
-                       pt-uring, kpt)
+                       pt-uring, pt-uring-nofixed when the CLI has --no-fixed-buffers, kpt)
   --workloads a,b,…    only these workloads (ids in bench/README.md, e.g. seqread-1m,meta)
   --aio-engine E       fio engine of the QD16 and 70/30 mix workloads: libaio (default) or
                        io_uring (on tmpfs io_uring punts every I/O to io-wq workers, which

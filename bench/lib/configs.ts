@@ -47,7 +47,7 @@ export function configDefs(noFixedFlag: string | null): ConfigDef[] {
   if (noFixedFlag) {
     defs.push({
       id: "pt-uring-nofixed", label: "passthrough uring, no fixed bufs", short: "pt ur nofx", kind: "passthrough", transport: "uring",
-      extraArgs: [noFixedFlag], optional: true, colour: "#fd8d3c",
+      extraArgs: [noFixedFlag], optional: true, colour: "#7f2704",
       description: `passthrough over io_uring with ${noFixedFlag} (plain reads/writes instead of registered buffers)`,
     });
   }
