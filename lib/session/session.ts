@@ -91,8 +91,7 @@ function requestedFlags(o: SessionOptions): bigint {
     initBit("ASYNC_READ") | initBit("BIG_WRITES") | initBit("MAX_PAGES") | initBit("DO_READDIRPLUS") |
     initBit("READDIRPLUS_AUTO") | initBit("PARALLEL_DIROPS") | initBit("INIT_EXT") | initBit("ABORT_ERROR") |
     initBit("ASYNC_DIO") | initBit("AUTO_INVAL_DATA") | initBit("HANDLE_KILLPRIV_V2") | initBit("SETXATTR_EXT") |
-    initBit("CACHE_SYMLINKS") | initBit("EXPLICIT_INVAL_DATA") | initBit("NO_EXPORT_SUPPORT");
-  f &= ~initBit("EXPLICIT_INVAL_DATA"); // AUTO_INVAL_DATA is what scripts with changing content want
+    initBit("CACHE_SYMLINKS") | initBit("NO_EXPORT_SUPPORT"); // AUTO_INVAL_DATA, not EXPLICIT_: scripts change content
   if (o.writebackCache) f |= initBit("WRITEBACK_CACHE");
   if (o.kernelPassthrough && !o.writebackCache) f |= initBit("PASSTHROUGH");
   return f;

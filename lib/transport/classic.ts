@@ -5,7 +5,7 @@
 
 import { toArrayBuffer, type Pointer } from "bun:ffi";
 import { native } from "../native.ts";
-import { CompletionBuffer, COMPLETION_BATCH, makeSlot } from "./slots.ts";
+import { CompletionBuffer, makeSlot } from "./slots.ts";
 import type { Sink, Slot, Source, SourceStats } from "./types.ts";
 
 export interface ClassicOptions {
@@ -48,14 +48,7 @@ export class ClassicSource implements Source {
   }
 
   drain(): void {
-    if (!this.handle) return;
-    const n = native();
-    for (;;) {
-      const count = n.fu_classic_pop(this.handle, this.completions.bytes, COMPLETION_BATCH);
-      if (count === 0) return;
-      this.completions.dispatch(count, this, this.sink);
-      if (count < COMPLETION_BATCH) return;
-    }
+    if (this.handle) this.completions.drain(native().fu_classic_pop, this.handle, this, this.sink);
   }
 
   reply(slot: Slot, payloadLen: number): void {

@@ -26,6 +26,19 @@ export class CompletionBuffer {
   readonly bytes = new Uint8Array(COMPLETION_SIZE * COMPLETION_BATCH);
   private readonly view = new DataView(this.bytes.buffer);
 
+  /**
+   * Pop records with `pop` (fu_classic_pop / fu_ring_pop: one FFI call per COMPLETION_BATCH)
+   * and dispatch them until the shim's queue is empty.
+   */
+  drain(pop: (handle: Pointer, out: Uint8Array, max: number) => number, handle: Pointer, source: Source, sink: Sink): void {
+    for (;;) {
+      const count = pop(handle, this.bytes, COMPLETION_BATCH);
+      if (count === 0) return;
+      this.dispatch(count, source, sink);
+      if (count < COMPLETION_BATCH) return;
+    }
+  }
+
   /** Dispatch `count` records popped into `bytes` to the sink. */
   dispatch(count: number, source: Source, sink: Sink): void {
     const v = this.view;

@@ -7,7 +7,7 @@ import { toArrayBuffer, type Pointer } from "bun:ffi";
 import { readFileSync } from "node:fs";
 import { native } from "../native.ts";
 import { HDR_PAYLOAD_SZ, RING_HEADER_SIZE } from "../protocol/constants.ts";
-import { CompletionBuffer, COMPLETION_BATCH, makeSlot } from "./slots.ts";
+import { CompletionBuffer, makeSlot } from "./slots.ts";
 import type { Sink, Slot, Source, SourceStats } from "./types.ts";
 
 /** io_uring setup flags the ring thread may use (it is the only submitter). */
@@ -77,14 +77,7 @@ export class UringSource implements Source {
   }
 
   drain(): void {
-    if (!this.handle) return;
-    const n = native();
-    for (;;) {
-      const count = n.fu_ring_pop(this.handle, this.completions.bytes, COMPLETION_BATCH);
-      if (count === 0) break;
-      this.completions.dispatch(count, this, this.sink);
-      if (count < COMPLETION_BATCH) break;
-    }
+    if (this.handle) this.completions.drain(native().fu_ring_pop, this.handle, this, this.sink);
   }
 
   reply(slot: Slot, payloadLen: number): void {
