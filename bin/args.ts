@@ -17,8 +17,14 @@ Options:
   --transport auto|uring|classic  wire transport (default auto: io_uring when the kernel
                                   offers it and the ring can be set up, else classic,
                                   with the reason printed)
-  --queue-depth N                 io_uring entries per queue (default 8; queues = CPUs)
-  --max-write BYTES               largest READ/WRITE request, 4096..1048576 (default 1048576)
+  --queue-depth N                 io_uring entries per queue (queues = possible CPUs;
+                                  default 8, fewer on hosts where queues × 8 × 1 MiB would
+                                  pin more than 64 MiB)
+  --max-write BYTES               largest READ/WRITE request, 4096..1048576 (default 1 MiB,
+                                  less on hosts with very many CPUs: pinned memory ≤ 64 MiB)
+  --data-plane native|js          native (default): READ/WRITE/FSYNC of handles opened with a
+                                  backing fd (the passthrough's) are served by the shim, no
+                                  JavaScript per request; js: every request goes to handlers
   --stats-file PATH               write counters as JSON every second and at exit
   --debug                         log INIT negotiation and one line per request
   --allow-other                   let other users access the mount
@@ -40,8 +46,11 @@ export interface MountCommand {
   fs: { type: "memfs" } | { type: "passthrough"; source: string } | { type: "script"; path: string; args: string[] };
   mountpoint: string;
   transport: "auto" | "uring" | "classic";
+  /** 0 = sized to the pinned-memory budget */
   queueDepth: number;
+  /** 0 = sized to the pinned-memory budget */
   maxWrite: number;
+  dataPlane: "native" | "js";
   statsFile?: string;
   debug: boolean;
   allowOther: boolean;
@@ -104,7 +113,7 @@ export function parseArgs(argv: string[]): Command {
 
   const positional: string[] = [];
   const cmd: Omit<MountCommand, "fs" | "mountpoint"> & { fs?: MountCommand["fs"] } = {
-    kind: "mount", transport: "auto", queueDepth: 8, maxWrite: 1 << 20, debug: false, allowOther: false,
+    kind: "mount", transport: "auto", queueDepth: 0, maxWrite: 0, dataPlane: "native", debug: false, allowOther: false,
     defaultPermissions: true, readOnly: false, writebackCache: false, kernelPassthrough: false, fixedBuffers: true,
     entryTtl: 1, attrTtl: 1, negativeTtl: 0,
   };
@@ -136,6 +145,12 @@ export function parseArgs(argv: string[]): Command {
       case "--writeback-cache": cmd.writebackCache = true; break;
       case "--kernel-passthrough": cmd.kernelPassthrough = true; break;
       case "--no-fixed-buffers": cmd.fixedBuffers = false; break;
+      case "--data-plane": {
+        const d = value();
+        if (d !== "native" && d !== "js") throw new UsageError(`--data-plane must be native or js, got ${JSON.stringify(d)}`);
+        cmd.dataPlane = d;
+        break;
+      }
       case "--entry-ttl": cmd.entryTtl = numArg(flag, value()); break;
       case "--attr-ttl": cmd.attrTtl = numArg(flag, value()); break;
       case "--negative-ttl": cmd.negativeTtl = numArg(flag, value()); break;

@@ -89,6 +89,7 @@ export async function runMount(cmd: MountCommand): Promise<number> {
       writebackCache: cmd.writebackCache,
       kernelPassthrough: cmd.kernelPassthrough,
       fixedBuffers: cmd.fixedBuffers,
+      dataPlane: cmd.dataPlane,
       entryTtl: cmd.entryTtl,
       attrTtl: cmd.attrTtl,
       negativeTtl: cmd.negativeTtl,

@@ -73,6 +73,13 @@ export interface OpenReply {
   cacheDir?: boolean; // FOPEN_CACHE_DIR (opendir)
   /** Kernel passthrough: backing id from Session.backingOpen(); sets FOPEN_PASSTHROUGH. */
   backingId?: number;
+  /**
+   * Native data plane: READ, WRITE and FSYNC of this handle are served by the shim from this
+   * file descriptor (pread/pwrite semantics at the kernel's offsets) without calling the
+   * read/write/fsync handlers. The filesystem keeps owning the fd: keep it open until
+   * `release` for this fh is called, close it there. Ignored with `dataPlane: "js"`.
+   */
+  backingFd?: number;
 }
 
 /** Changes requested by SETATTR; only the present fields change. */

@@ -14,7 +14,10 @@ import {
 } from "../protocol/constants.ts";
 import { ClassicSource } from "../transport/classic.ts";
 import type { Sink, Slot, Source, TransportKind } from "../transport/types.ts";
-import { FU_RING_NO_FIXED_BUFFERS, IORING_SETUP_DEFER_TASKRUN, IORING_SETUP_SINGLE_ISSUER, possibleCpus, UringError, UringSource } from "../transport/uring.ts";
+import {
+  FU_RING_FAULT_BAD_COMMIT, FU_RING_NO_FIXED_BUFFERS, IORING_SETUP_DEFER_TASKRUN, IORING_SETUP_SINGLE_ISSUER, possibleCpus, ringSizing, UringError, UringSource,
+} from "../transport/uring.ts";
+import { DataPlane, type DataPlaneMode } from "./dataplane.ts";
 import { Dispatcher } from "./dispatch.ts";
 import { Replier, type ReplyObserver } from "./reply.ts";
 import { Request } from "./request.ts";
@@ -23,7 +26,9 @@ export type TransportChoice = "auto" | "uring" | "classic";
 
 export interface SessionOptions {
   transport: TransportChoice;
+  /** Entries per ring queue; 0 = sized to the pinned-memory budget (ringSizing). */
   queueDepth: number;
+  /** Bytes; 0 = sized to the pinned-memory budget (1 MiB unless the host has many CPUs). */
   maxWrite: number;
   classicSlots: number;
   entryTtl: number;
@@ -33,8 +38,12 @@ export interface SessionOptions {
   kernelPassthrough: boolean;
   /** io_uring setup flags for the ring thread (SINGLE_ISSUER | DEFER_TASKRUN by default) */
   ringSetupFlags: number;
-  /** µs the ring thread waits for replies after a doorbell before sleeping (0 = off). */
-  ringSpinMicros: number;
+  /** µs the ring's owner may block in the kernel waiting for the next request. */
+  ringWaitMicros: number;
+  /** "native": handles opened with a backingFd are served by the shim (no JS per READ/WRITE). */
+  dataPlane: DataPlaneMode;
+  /** Test-only fault injection in the ring (FUSE_URING_FAULT=bad-commit). */
+  ringFault: string;
   /** Register ring payloads as io_uring fixed buffers for backing I/O (default true). */
   fixedBuffers: boolean;
   debug: boolean;
@@ -43,8 +52,8 @@ export interface SessionOptions {
 
 export const defaultSessionOptions: SessionOptions = {
   transport: "auto",
-  queueDepth: 8,
-  maxWrite: 1 << 20,
+  queueDepth: 0,
+  maxWrite: 0,
   classicSlots: 16,
   entryTtl: 1,
   attrTtl: 1,
@@ -52,12 +61,14 @@ export const defaultSessionOptions: SessionOptions = {
   writebackCache: false,
   kernelPassthrough: false,
   // Measured on 6.18 (see docs/ARCHITECTURE.md). For experiments (bench/):
-  // FUSE_URING_RING_FLAGS overrides the io_uring setup flags, FUSE_URING_SPIN_US the reply
-  // spin-wait, FUSE_URING_FIXED_BUFFERS=0 turns fixed buffers off (as --no-fixed-buffers).
+  // FUSE_URING_RING_FLAGS overrides the io_uring setup flags, FUSE_URING_WAIT_US the owner's
+  // blocking wait, FUSE_URING_FIXED_BUFFERS=0 turns fixed buffers off (as --no-fixed-buffers).
   ringSetupFlags:
     process.env.FUSE_URING_RING_FLAGS !== undefined ? Number(process.env.FUSE_URING_RING_FLAGS) : IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN,
   fixedBuffers: process.env.FUSE_URING_FIXED_BUFFERS !== "0",
-  ringSpinMicros: process.env.FUSE_URING_SPIN_US !== undefined ? Number(process.env.FUSE_URING_SPIN_US) : 0,
+  ringWaitMicros: process.env.FUSE_URING_WAIT_US !== undefined ? Number(process.env.FUSE_URING_WAIT_US) : 1000,
+  dataPlane: "native",
+  ringFault: process.env.FUSE_URING_FAULT ?? "",
   debug: false,
   log: (line) => process.stderr.write(line + "\n"),
 };
@@ -76,6 +87,22 @@ export interface SessionStats {
   inflightMax: number;
   pinnedBytes: number;
   fixedIo: number;
+  /** io_uring_enter calls of the ring engine(s). */
+  enters: number;
+  /** Wake-ups of a JS thread from another thread per request (doorbells ÷ requests). */
+  handoffsPerRequest: number;
+  /** Requests answered by the native data plane (no JS), and its backing bytes. */
+  nativeRequests: number;
+  nativeReadBytes: number;
+  nativeWriteBytes: number;
+  nativeErrors: number;
+  /** Most native ring I/Os in flight at once. */
+  nativeInflightMax: number;
+  /** Data plane: handles mapped now, and OPENs that found the table full (served by JS). */
+  nativeHandles: number;
+  dataPlane: DataPlaneMode;
+  /** Ring commands retried / entries registered again after an unexpected CQE. */
+  ringRecovered: number;
   errors: number;
   replies: number;
   bufferPools: boolean;
@@ -132,8 +159,6 @@ export class Session implements Sink, ReplyObserver {
   private readonly replier: Replier;
   private readonly dispatcher: Dispatcher;
   private readonly doorbell: JSCallback;
-  private readonly flushBound = () => this.flushAll();
-  private flushScheduled = false;
   alive = true;
   private stoppedSources = new Set<Source>();
   private transport: TransportKind | "pending" = "pending";
@@ -143,6 +168,7 @@ export class Session implements Sink, ReplyObserver {
   /** Requests answered per opcode (index = opcode; all opcodes are < 64). */
   private readonly opCounts = new Float64Array(64);
   private bufferPools = false;
+  private dataPlane: DataPlane | null = null;
   initInfo: InitInfo | null = null;
 
   private readyResolve!: (info: InitInfo) => void;
@@ -167,7 +193,15 @@ export class Session implements Sink, ReplyObserver {
       if (this.opts.debug) this.opts.log(`fuse: unsupported opcode ${opName(req.opcode)} (${req.opcode}) → ENOSYS`);
     });
     this.doorbell = new JSCallback((source: number) => this.onDoorbell(source), { args: ["u32"], returns: "void", threadsafe: true });
+    // Ring memory is pinned: size it to the budget unless the user chose (ringSizing).
+    const sizing = ringSizing(possibleCpus());
+    if (!this.opts.queueDepth) this.opts.queueDepth = sizing.depth;
+    if (!this.opts.maxWrite) this.opts.maxWrite = sizing.maxWrite;
     const payloadSize = roundUp(Math.max(8192, this.opts.maxWrite), 4096);
+    if (this.opts.dataPlane === "native") {
+      this.dataPlane = new DataPlane();
+      this.dispatcher.dataPlane = this.dataPlane;
+    }
     this.classic = new ClassicSource(this, {
       fd,
       slots: this.opts.classicSlots,
@@ -175,6 +209,7 @@ export class Session implements Sink, ReplyObserver {
       doorbell: this.doorbell.ptr!,
       opSizes: opHeaderSizes(false),
     });
+    if (this.dataPlane) this.classic.setDataPlane(this.dataPlane.handle);
     this.reqs.set(this.classic, this.classic.slots.map((s) => new Request(s)));
   }
 
@@ -192,7 +227,6 @@ export class Session implements Sink, ReplyObserver {
   }
 
   private flushAll(): void {
-    this.flushScheduled = false;
     this.uring?.flush();
   }
 
@@ -208,8 +242,12 @@ export class Session implements Sink, ReplyObserver {
     req.pid = h.getUint32(32, true);
     req.payloadSize = h.getUint32(HDR_PAYLOAD_SZ, true);
     req.busy = true;
-    if (slot.source.kind === "uring") this.counters.ringRequests++;
-    else this.counters.devRequests++;
+    if (slot.source === this.uring) {
+      this.counters.ringRequests++;
+      this.uring.noteRequest();
+    } else this.counters.devRequests++;
+    // Native handles back to the filesystem's fh before anything decodes the header.
+    this.dataPlane?.unmapRequest(req.opcode, h);
     const c = this.counters;
     if (++c.inflight > c.inflightMax) c.inflightMax = c.inflight;
     if (this.opts.debug) req.startedAt = performance.now();
@@ -250,10 +288,12 @@ export class Session implements Sink, ReplyObserver {
   }
 
   onIoDone(slot: Slot, res: number): void {
+    if (slot.source === this.uring) this.uring.ioFinished();
     this.reqs.get(slot.source)![slot.index]!.ioDone(res);
   }
 
   onStopped(source: Source, errno: number): void {
+    if (source === this.uring) this.uring.markStopped();
     this.stoppedSources.add(source);
     if (!this.endReason) this.endReason = errno === Errno.ENODEV ? "unmounted" : errno === Errno.ECONNABORTED ? "connection aborted" : `transport stopped: ${errnoName(errno)}`;
     if (this.transport === "pending") this.readyReject(new Error(`connection ended before INIT (${this.endReason})`));
@@ -286,16 +326,16 @@ export class Session implements Sink, ReplyObserver {
     const payloadSize = roundUp(Math.max(8192, o.maxWrite), 4096);
     if (want) {
       try {
+        const queues = possibleCpus();
         this.uring = new UringSource(this, {
-          fd: this.fd, queues: possibleCpus(), depth: o.queueDepth, payloadSize,
-          // + not |: bit 31 would make the number negative
-          setupFlags: o.ringSetupFlags + (o.fixedBuffers ? 0 : FU_RING_NO_FIXED_BUFFERS), doorbell: this.doorbell.ptr!, spinMicros: o.ringSpinMicros,
+          fd: this.fd, qids: Array.from({ length: queues }, (_, i) => i), totalQueues: queues, depth: o.queueDepth, payloadSize,
+          // + not |: bits 30/31 would make the number negative
+          setupFlags: o.ringSetupFlags + (o.fixedBuffers ? 0 : FU_RING_NO_FIXED_BUFFERS) + (o.ringFault === "bad-commit" ? FU_RING_FAULT_BAD_COMMIT : 0),
+          doorbell: this.doorbell.ptr!, dataPlane: this.dataPlane?.handle ?? null, waitMicros: o.ringWaitMicros,
         });
         const ring = this.uring;
-        const ringIo = (slot: Slot, kind: 1 | 2, fd: number, offset: number, len: number) => {
-          this.scheduleFlush(); // backing I/O started after an await must be submitted too
-          return ring.io(slot, kind, fd, offset, len);
-        };
+        // The ring submits the I/O with its next enter (scheduled by io()).
+        const ringIo = (slot: Slot, kind: 1 | 2, fd: number, offset: number, len: number) => ring.io(slot, kind, fd, offset, len);
         this.reqs.set(ring, ring.slots.map((s) => Object.assign(new Request(s), { ringIo })));
         flags |= initBit("OVER_IO_URING");
         reason = "kernel offered FUSE_OVER_IO_URING";
@@ -377,20 +417,7 @@ export class Session implements Sink, ReplyObserver {
   }
 
   // ---- ReplyObserver --------------------------------------------------------------------------
-  /**
-   * Ring replies and backing I/O are only queued; submit them once per microtask checkpoint
-   * (a doorbell batch flushes at its end anyway), so work queued by handlers that settle later
-   * goes out too.
-   */
-  private scheduleFlush(): void {
-    if (!this.flushScheduled && this.uring) {
-      this.flushScheduled = true;
-      queueMicrotask(this.flushBound);
-    }
-  }
-
   done(req: Request, error: number): void {
-    this.scheduleFlush();
     this.opCounts[req.opcode & 63]!++;
     const c = this.counters;
     c.inflight--;
@@ -449,6 +476,19 @@ export class Session implements Sink, ReplyObserver {
       inflightMax: this.counters.inflightMax,
       pinnedBytes: this.uring?.pinnedBytes ?? 0,
       fixedIo: u?.fixedIo ?? 0,
+      enters: u?.enters ?? 0,
+      handoffsPerRequest: (() => {
+        const reqs = this.counters.ringRequests + this.counters.devRequests + (u?.nativeRequests ?? 0) + (c.nativeRequests ?? 0);
+        return reqs ? this.counters.wakeups / reqs : 0;
+      })(),
+      nativeRequests: (u?.nativeRequests ?? 0) + (c.nativeRequests ?? 0),
+      nativeReadBytes: (u?.nativeReadBytes ?? 0) + (c.nativeReadBytes ?? 0),
+      nativeWriteBytes: (u?.nativeWriteBytes ?? 0) + (c.nativeWriteBytes ?? 0),
+      nativeErrors: (u?.nativeErrors ?? 0) + (c.nativeErrors ?? 0),
+      nativeInflightMax: u?.nativeInflightMax ?? 0,
+      nativeHandles: this.dataPlane?.open ?? 0,
+      dataPlane: this.dataPlane ? "native" : "js",
+      ringRecovered: u?.recovered ?? 0,
       errors: this.counters.errors + c.errors + (u?.errors ?? 0),
       replies: this.counters.replies,
       bufferPools: this.bufferPools,
@@ -481,6 +521,7 @@ export class Session implements Sink, ReplyObserver {
     } else {
       this.opts.log(`fuse-uring: ${this.counters.inflight} handlers never settled; leaving their buffers allocated`);
     }
+    if (!leak) this.dataPlane?.destroy();
     native().fu_close(this.fd);
     // The shim threads are joined only when the sources were destroyed; a leaked source's
     // thread may still ring, so its callback must stay valid.

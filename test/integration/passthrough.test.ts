@@ -630,10 +630,10 @@ export default () => new Hiding(process.env.PT_SRC!);
       }
     }, 90_000);
 
-    fuseTest("control: without --kernel-passthrough the same read is served by READ requests", async () => {
+    fuseTest("control: without --kernel-passthrough (and --data-plane js) the same read is served by READ requests", async () => {
       const src = await mountTmpfs("size=128m");
       try {
-        const d = await startDaemon(["--transport", transport, "--debug"], { command: ptCommand(() => src) });
+        const d = await startDaemon(["--transport", transport, "--debug", "--data-plane", "js"], { command: ptCommand(() => src) });
         const sha = randomFile(`${src}/big`, 16 * MiB);
         expect(await sha256sum(`${d.mnt}/big`)).toBe(sha);
         expect(debugOps(d.stderr(), "READ")).toBeGreaterThanOrEqual(16);
