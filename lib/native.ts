@@ -41,6 +41,7 @@ export const symbols = {
   fu_ring_start: { args: [ptr], returns: i32 },
   fu_ring_enter: { args: [ptr, ptr, u32, u32], returns: u32 },
   fu_ring_set_idle: { args: [ptr, u32], returns: i32 },
+  fu_ring_set_native_sync: { args: [ptr, u32], returns: vd },
   fu_ring_header: { args: [ptr, u32], returns: ptr },
   fu_ring_payload: { args: [ptr, u32], returns: ptr },
   fu_ring_commit: { args: [ptr, u32], returns: i32 },

@@ -70,6 +70,8 @@ pub const Stats = extern struct {
     idles: u64 = 0,
     /// Most native I/Os in flight at once.
     native_inflight_max: u64 = 0,
+    /// Native reads/writes done synchronously on the owner thread (size <= native_sync_max).
+    native_sync: u64 = 0,
 };
 
 const EntryState = enum(u8) { idle, registering, waiting, js, native, dead };
@@ -128,6 +130,9 @@ pub const Ring = struct {
     out_len: u32 = 0,
     out_max: u32 = 0,
     payloads_unsafe: bool = false,
+    /// Native reads/writes up to this size are done with pread/pwrite on the owner thread;
+    /// larger ones with io_uring fixed-buffer I/O (several in flight). fu_ring_set_native_sync.
+    native_sync_max: u32 = 64 * 1024,
 
     // Cross-thread.
     bell: bell_mod.Bell,
@@ -379,6 +384,10 @@ pub const Ring = struct {
         self.out_len += 1;
     }
 
+    pub fn setNativeSyncMax(self: *Ring, bytes: u32) void {
+        self.native_sync_max = bytes;
+    }
+
     /// Owner thread: true when going back to the event loop (the kernel then signals the
     /// eventfd on the next request or completion and the watcher rings the doorbell once).
     pub fn setIdle(self: *Ring, idle: bool) i32 {
@@ -528,6 +537,18 @@ pub const Ring = struct {
             // The kernel never sends more than max_write/max_pages; answer EIO rather than
             // touch memory past the payload.
             return self.finishNative(idx, sys.neg(.IO));
+        }
+        if (opcode != dataplane.op_fsync and size <= self.native_sync_max) {
+            // Small I/O synchronously on this thread, as libfuse does: io_uring would punt a
+            // read from a file without FMODE_NOWAIT (tmpfs, FUSE, many others) to an io-wq
+            // worker, costing two thread hand-offs per request (measured: docs/ARCHITECTURE.md).
+            const pay = self.payload(idx).?;
+            const res: i64 = while (true) {
+                const rc = if (opcode == dataplane.op_read) linux.pread(fd, pay, size, @bitCast(offset)) else linux.pwrite(fd, pay, size, @bitCast(offset));
+                if (sys.errnoOf(rc) != .INTR) break sys.result(rc);
+            };
+            self.stats.native_sync += 1;
+            return self.finishNative(idx, @intCast(res));
         }
         const sqe = self.getSqe() orelse return self.finishNative(idx, sys.neg(.BUSY));
         if (opcode == dataplane.op_fsync) {

@@ -140,6 +140,10 @@ export fn fu_ring_set_idle(r: *Ring, idle: u32) i32 {
     return r.setIdle(idle != 0);
 }
 
+export fn fu_ring_set_native_sync(r: *Ring, bytes: u32) void {
+    r.setNativeSyncMax(bytes);
+}
+
 export fn fu_ring_commit(r: *Ring, idx: u32) i32 {
     return r.commit(idx);
 }

@@ -332,6 +332,7 @@ export class Session implements Sink, ReplyObserver {
           // + not |: bits 30/31 would make the number negative
           setupFlags: o.ringSetupFlags + (o.fixedBuffers ? 0 : FU_RING_NO_FIXED_BUFFERS) + (o.ringFault === "bad-commit" ? FU_RING_FAULT_BAD_COMMIT : 0),
           doorbell: this.doorbell.ptr!, dataPlane: this.dataPlane?.handle ?? null, waitMicros: o.ringWaitMicros,
+          nativeSyncMax: Number(process.env.FUSE_URING_NATIVE_SYNC_MAX ?? 65536),
         });
         const ring = this.uring;
         // The ring submits the I/O with its next enter (scheduled by io()).

@@ -32,6 +32,8 @@ export interface SourceStats {
   nativeWriteBytes?: number;
   nativeErrors?: number;
   nativeInflightMax?: number;
+  /** Native reads/writes done synchronously on the ring's owner thread. */
+  nativeSync?: number;
   /** Ring commands retried / entries registered again after an unexpected error. */
   recovered?: number;
   /** Most ring entries held at once (JS + native). */

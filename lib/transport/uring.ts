@@ -37,6 +37,8 @@ export interface UringOptions {
   dataPlane: Pointer | null;
   /** How long the pump may block in the kernel for the next request (µs). */
   waitMicros: number;
+  /** Native reads/writes up to this many bytes run synchronously on the owner thread. */
+  nativeSyncMax: number;
 }
 
 /** Number of possible CPUs = number of FUSE ring queues the kernel expects (docs/KERNEL.md). */
@@ -75,7 +77,7 @@ export class UringError extends Error {
   }
 }
 
-const STATS_WORDS = 17;
+const STATS_WORDS = 18;
 /** After this long of continuous pumping, yield one macrotask turn (timers, I/O callbacks). */
 const SLICE_MS = 4;
 
@@ -118,6 +120,7 @@ export class UringSource implements Source {
     this.out = new CompletionBuffer(this.maxOut);
     this.pinnedBytes = entries * (opts.payloadSize + 4096);
     this.waitMicros = opts.waitMicros;
+    n.fu_ring_set_native_sync(h, opts.nativeSyncMax);
     this.statsView = new DataView(toArrayBuffer(n.fu_ring_stats(h) as Pointer, 0, STATS_WORDS * 8));
   }
 
@@ -247,12 +250,12 @@ export class UringSource implements Source {
     const u = (i: number) => Number(v.getBigUint64(i * 8, true));
     // shim/ring.zig Stats: enters, cqes, wakeups, requests, commits, io_ops, errors, dead,
     // fixed_buffers, native_requests, native_read_bytes, native_write_bytes, native_errors,
-    // recovered, inflight_max, idles, native_inflight_max
+    // recovered, inflight_max, idles, native_inflight_max, native_sync
     const fixed = u(8) === 1;
     return {
       submits: u(0), cqes: u(1), wakeups: u(2), requests: u(3), fixedIo: fixed ? u(5) : 0, errors: u(6) + this.refusals, fixedBuffers: fixed,
       enters: u(0), nativeRequests: u(9), nativeReadBytes: u(10), nativeWriteBytes: u(11), nativeErrors: u(12),
-      recovered: u(13), inflightMax: u(14), idles: u(15), nativeInflightMax: u(16),
+      recovered: u(13), inflightMax: u(14), idles: u(15), nativeInflightMax: u(16), nativeSync: u(17),
     };
   }
 }
