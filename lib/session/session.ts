@@ -436,8 +436,11 @@ export class Session implements Sink, ReplyObserver {
 
   private unexpectedError(what: string, err: unknown): void {
     const text = err instanceof Error ? (err.stack ?? err.message) : String(err);
-    if (this.seenErrors.has(text)) return;
-    if (this.seenErrors.size < 1000) this.seenErrors.add(text);
+    // One log per distinct error: the message and the frame that threw (the frames below it
+    // differ with the path that dispatched the request).
+    const key = text.split("\n", 2).join("\n");
+    if (this.seenErrors.has(key)) return;
+    if (this.seenErrors.size < 1000) this.seenErrors.add(key);
     this.opts.log(`fuse-uring: handler for ${what} threw (answered EIO): ${text}`);
   }
 
