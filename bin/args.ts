@@ -22,6 +22,8 @@ Options:
                                   pin more than 64 MiB)
   --max-write BYTES               largest READ/WRITE request, 4096..1048576 (default 1 MiB,
                                   less on hosts with very many CPUs: pinned memory ≤ 64 MiB)
+  --workers N                     serve the io_uring queues from N threads, each running its
+                                  own copy of the script (it must declare replicable: true)
   --data-plane native|js          native (default): READ/WRITE/FSYNC of handles opened with a
                                   backing fd (the passthrough's) are served by the shim, no
                                   JavaScript per request; js: every request goes to handlers
@@ -51,6 +53,8 @@ export interface MountCommand {
   /** 0 = sized to the pinned-memory budget */
   maxWrite: number;
   dataPlane: "native" | "js";
+  /** Threads serving the ring queues (each with its own copy of a replicable script). */
+  workers: number;
   statsFile?: string;
   debug: boolean;
   allowOther: boolean;
@@ -113,7 +117,7 @@ export function parseArgs(argv: string[]): Command {
 
   const positional: string[] = [];
   const cmd: Omit<MountCommand, "fs" | "mountpoint"> & { fs?: MountCommand["fs"] } = {
-    kind: "mount", transport: "auto", queueDepth: 0, maxWrite: 0, dataPlane: "native", debug: false, allowOther: false,
+    kind: "mount", transport: "auto", queueDepth: 0, maxWrite: 0, dataPlane: "native", workers: 1, debug: false, allowOther: false,
     defaultPermissions: true, readOnly: false, writebackCache: false, kernelPassthrough: false, fixedBuffers: true,
     entryTtl: 1, attrTtl: 1, negativeTtl: 0,
   };
@@ -145,6 +149,7 @@ export function parseArgs(argv: string[]): Command {
       case "--writeback-cache": cmd.writebackCache = true; break;
       case "--kernel-passthrough": cmd.kernelPassthrough = true; break;
       case "--no-fixed-buffers": cmd.fixedBuffers = false; break;
+      case "--workers": cmd.workers = intArg(flag, value(), 1, 64); break;
       case "--data-plane": {
         const d = value();
         if (d !== "native" && d !== "js") throw new UsageError(`--data-plane must be native or js, got ${JSON.stringify(d)}`);
@@ -165,5 +170,8 @@ export function parseArgs(argv: string[]): Command {
   } else if (scriptArgs.length) throw new UsageError("arguments after -- are for a script filesystem");
   if (positional.length !== 1) throw new UsageError(positional.length === 0 ? "missing MOUNTPOINT" : `unexpected arguments: ${positional.slice(1).join(" ")}`);
   if (cmd.kernelPassthrough && cmd.fs.type !== "passthrough") throw new UsageError("--kernel-passthrough needs --passthrough SRC");
+  if (cmd.workers > 1 && cmd.fs.type !== "script") {
+    throw new UsageError(`--workers needs a filesystem script that declares replicable: true (${cmd.fs.type} keeps its state in one thread)`);
+  }
   return { ...cmd, fs: cmd.fs, mountpoint: positional[0]! } as MountCommand;
 }

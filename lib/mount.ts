@@ -133,9 +133,16 @@ export async function mount(mountpoint: string, filesystem: Filesystem, options:
   let session: Session;
   try {
     session = new Session(fd, fs, { ...defaultSessionOptions, ...options });
+  } catch (e) {
+    detach(mountpoint, true);
+    throw e;
+  }
+  try {
+    await session.prepareWorkers();
     session.start();
   } catch (e) {
     detach(mountpoint, true);
+    await session.close(200);
     throw e;
   }
   const timeoutMs = options.initTimeoutMs ?? 10000;

@@ -1,5 +1,6 @@
 // `fuse-uring mount …`: mounts in the foreground and stays until the mount goes away.
 
+import { resolve } from "node:path";
 import { statSync } from "node:fs";
 import type { InodeFS } from "../../lib/fs/types.ts";
 import { mount, type Mount } from "../../lib/mount.ts";
@@ -53,6 +54,14 @@ async function loadFilesystem(cmd: MountCommand): Promise<{ fs: InodeFS; label: 
 
 export async function runMount(cmd: MountCommand): Promise<number> {
   const { fs, label } = await loadFilesystem(cmd);
+  if (cmd.workers > 1 && fs.replicable !== true) {
+    process.stderr.write(
+      `fuse-uring: cannot mount ${label} with --workers ${cmd.workers}: each worker runs its own copy of the filesystem, so its ` +
+        `node ids and file handles must be computed alike in every copy; declare \`replicable: true\` on the InodeFS ` +
+        `(memfs, tree(), paths() and the passthrough keep per-thread state and run on one thread)\n`,
+    );
+    return 1;
+  }
   const stale = cleanStaleMount(cmd.mountpoint, (line) => process.stderr.write(line + "\n"));
   if (stale) {
     process.stderr.write(`fuse-uring: cannot mount ${label} at ${cmd.mountpoint}: ${stale}\n`);
@@ -90,6 +99,8 @@ export async function runMount(cmd: MountCommand): Promise<number> {
       kernelPassthrough: cmd.kernelPassthrough,
       fixedBuffers: cmd.fixedBuffers,
       dataPlane: cmd.dataPlane,
+      workers: cmd.workers,
+      workerModule: cmd.workers > 1 && cmd.fs.type === "script" ? { path: resolve(cmd.fs.path), args: cmd.fs.args, mountpoint: cmd.mountpoint } : null,
       entryTtl: cmd.entryTtl,
       attrTtl: cmd.attrTtl,
       negativeTtl: cmd.negativeTtl,

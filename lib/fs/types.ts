@@ -149,6 +149,12 @@ export interface CreateReply {
 
 /** The inode filesystem interface. Node id 1 is the root. */
 export interface InodeFS {
+  /**
+   * True when copies of this filesystem (one per worker thread with `--workers N`) answer every
+   * request alike: node ids and file handles are computed from the request (not numbered per
+   * copy) and no answer depends on state another copy changed. Required for workers > 1.
+   */
+  replicable?: boolean;
   init?(info: InitInfo): void | Promise<void>;
   destroy?(): void | Promise<void>;
 

@@ -21,39 +21,69 @@ export const DEFAULT_CAPACITY = 1 << 16;
 
 export type DataPlaneMode = "native" | "js";
 
+/** What a worker needs to use the same table (a pointer and shared bookkeeping). */
+export interface DataPlaneShare {
+  handle: number;
+  capacity: number;
+  userFh: SharedArrayBuffer;
+  used: SharedArrayBuffer;
+}
+
 export class DataPlane {
   readonly handle: Pointer;
+  readonly capacity: number;
+  private readonly owner: boolean;
+  /** The filesystem's fh per slot, and slot in use (0/1): shared by every thread's session. */
   private readonly userFh: Float64Array;
-  private readonly free: Int32Array;
-  private freeTop: number;
-  /** Handles mapped now / ever, and maps refused because the table was full. */
+  private readonly used: Int32Array;
+  private readonly share: DataPlaneShare;
+  private cursor = 0;
+  /** Handles mapped now (this thread's view: maps − unmaps done here), ever, refused (full). */
   open = 0;
   mapped = 0;
   full = 0;
 
-  constructor(readonly capacity = DEFAULT_CAPACITY) {
-    const err = new Int32Array(1);
-    const h = native().fu_dataplane_create(capacity, err) as Pointer | null;
-    if (!h) throw new Error(`fuse-uring: cannot create the data plane table (errno ${-err[0]!})`);
-    this.handle = h;
-    this.userFh = new Float64Array(capacity);
-    this.free = new Int32Array(capacity);
-    for (let i = 0; i < capacity; i++) this.free[i] = capacity - 1 - i;
-    this.freeTop = capacity;
+  constructor(capacity = DEFAULT_CAPACITY, share?: DataPlaneShare) {
+    if (share) {
+      this.handle = share.handle as Pointer;
+      this.capacity = share.capacity;
+      this.share = share;
+      this.owner = false;
+    } else {
+      const err = new Int32Array(1);
+      const h = native().fu_dataplane_create(capacity, err) as Pointer | null;
+      if (!h) throw new Error(`fuse-uring: cannot create the data plane table (errno ${-err[0]!})`);
+      this.handle = h;
+      this.capacity = capacity;
+      this.share = { handle: h as number, capacity, userFh: new SharedArrayBuffer(8 * capacity), used: new SharedArrayBuffer(4 * capacity) };
+      this.owner = true;
+    }
+    this.userFh = new Float64Array(this.share.userFh);
+    this.used = new Int32Array(this.share.used);
+  }
+
+  /** For a worker thread's session: the same table. */
+  shared(): DataPlaneShare {
+    return this.share;
   }
 
   /** The fh to give the kernel for a handle served from `fd`; the fs's own fh when full. */
   map(fh: number, fd: number): number {
-    if (this.freeTop === 0 || !(fd >= 0)) {
-      this.full++;
-      return fh;
+    if (!(fd >= 0)) return fh;
+    const cap = this.capacity;
+    for (let i = 0; i < cap; i++) {
+      const slot = (this.cursor + i) % cap;
+      if (this.used[slot] === 0 && Atomics.compareExchange(this.used, slot, 0, 1) === 0) {
+        this.cursor = slot + 1;
+        this.userFh[slot] = fh;
+        native().fu_dataplane_set(this.handle, slot, fd);
+        this.open++;
+        this.mapped++;
+        return NATIVE_FH_TAG + slot;
+      }
     }
-    const slot = this.free[--this.freeTop]!;
-    this.userFh[slot] = fh;
-    native().fu_dataplane_set(this.handle, slot, fd);
-    this.open++;
-    this.mapped++;
-    return NATIVE_FH_TAG + slot;
+    this.full++;
+    return fh;
   }
 
   private unmapValue(v: DataView, off: number, release: boolean): void {
@@ -63,7 +93,7 @@ export class DataPlane {
     setU64(v, off, this.userFh[slot]!);
     if (release) {
       native().fu_dataplane_set(this.handle, slot, -1);
-      this.free[this.freeTop++] = slot;
+      Atomics.store(this.used, slot, 0);
       this.open--;
     }
   }
@@ -100,6 +130,6 @@ export class DataPlane {
   }
 
   destroy(): void {
-    native().fu_dataplane_destroy(this.handle);
+    if (this.owner) native().fu_dataplane_destroy(this.handle);
   }
 }

@@ -17,7 +17,8 @@ import type { Sink, Slot, Source, TransportKind } from "../transport/types.ts";
 import {
   FU_RING_FAULT_BAD_COMMIT, FU_RING_NO_FIXED_BUFFERS, IORING_SETUP_DEFER_TASKRUN, IORING_SETUP_SINGLE_ISSUER, possibleCpus, ringSizing, UringError, UringSource,
 } from "../transport/uring.ts";
-import { DataPlane, type DataPlaneMode } from "./dataplane.ts";
+import { DataPlane, type DataPlaneMode, type DataPlaneShare } from "./dataplane.ts";
+import { WorkerPool, type RingPlan, type WorkerInit, type WorkerModule } from "./workers.ts";
 import { Dispatcher } from "./dispatch.ts";
 import { Replier, type ReplyObserver } from "./reply.ts";
 import { Request } from "./request.ts";
@@ -44,6 +45,14 @@ export interface SessionOptions {
   dataPlane: DataPlaneMode;
   /** Test-only fault injection in the ring (FUSE_URING_FAULT=bad-commit). */
   ringFault: string;
+  /** Threads serving the ring queues, each with its own copy of `workerModule` (1 = this thread). */
+  workers: number;
+  /** The module every worker imports (required when workers > 1). */
+  workerModule: WorkerModule | null;
+  /** Internal: "worker" sessions run inside a worker thread: no /dev/fuse reader, the fd is not theirs. */
+  role: "main" | "worker";
+  /** Internal: a worker's view of the main session's data plane table. */
+  dataPlaneShare: DataPlaneShare | null;
   /** Register ring payloads as io_uring fixed buffers for backing I/O (default true). */
   fixedBuffers: boolean;
   debug: boolean;
@@ -69,6 +78,10 @@ export const defaultSessionOptions: SessionOptions = {
   ringWaitMicros: process.env.FUSE_URING_WAIT_US !== undefined ? Number(process.env.FUSE_URING_WAIT_US) : 1000,
   dataPlane: "native",
   ringFault: process.env.FUSE_URING_FAULT ?? "",
+  workers: 1,
+  workerModule: null,
+  role: "main",
+  dataPlaneShare: null,
   debug: false,
   log: (line) => process.stderr.write(line + "\n"),
 };
@@ -110,6 +123,17 @@ export interface SessionStats {
   fixedBuffers: boolean;
   /** Answered requests per opcode name, e.g. { READ: 10, GETATTR: 3 }. */
   ops: Record<string, number>;
+  /** Per serving thread (main, then each worker): requests, wake-ups from another thread,
+   *  io_uring_enter calls and CQEs. */
+  threads: ThreadStats[];
+}
+
+export interface ThreadStats {
+  thread: string;
+  requests: number;
+  wakeups: number;
+  enters: number;
+  cqes: number;
 }
 
 /** Capabilities requested from the kernel (granted = these ∩ offered). */
@@ -153,7 +177,8 @@ export function explainRingError(errno: number): string {
 
 export class Session implements Sink, ReplyObserver {
   readonly opts: SessionOptions;
-  private classic: ClassicSource;
+  private classic: ClassicSource | null = null;
+  private pool: WorkerPool | null = null;
   private uring: UringSource | null = null;
   private readonly reqs = new Map<Source, Request[]>();
   private readonly replier: Replier;
@@ -199,8 +224,13 @@ export class Session implements Sink, ReplyObserver {
     if (!this.opts.maxWrite) this.opts.maxWrite = sizing.maxWrite;
     const payloadSize = roundUp(Math.max(8192, this.opts.maxWrite), 4096);
     if (this.opts.dataPlane === "native") {
-      this.dataPlane = new DataPlane();
+      this.dataPlane = this.opts.dataPlaneShare ? new DataPlane(0, this.opts.dataPlaneShare) : new DataPlane();
       this.dispatcher.dataPlane = this.dataPlane;
+    }
+    if (this.opts.role === "worker") return; // no /dev/fuse reader: the main thread has it
+    if (this.opts.workers > 1) {
+      if (!this.opts.workerModule) throw new Error("fuse-uring: workers > 1 needs a filesystem module path (each worker imports its own copy)");
+      this.pool = new WorkerPool(this.opts.workers, this.opts.log);
     }
     this.classic = new ClassicSource(this, {
       fd,
@@ -215,14 +245,21 @@ export class Session implements Sink, ReplyObserver {
 
   /** Start reading /dev/fuse; call after the fd is attached to a mount. */
   start(): void {
-    this.classic.start();
+    this.classic!.start();
+  }
+
+  /** Workers: every worker imports the module (rejects with its error) before INIT is read. */
+  async prepareWorkers(): Promise<void> {
+    if (!this.pool) return;
+    const { log: _log, dataPlaneShare: _d, workerModule: _m, ...plain } = this.opts;
+    await this.pool.load(this.fd, this.opts.workerModule!, plain, this.dataPlane?.shared() ?? null);
   }
 
   // ---- doorbell and batching ------------------------------------------------------------------
   private onDoorbell(source: number): void {
     this.counters.wakeups++;
     if (source === 1) this.uring?.drain();
-    else this.classic.drain();
+    else this.classic?.drain();
     this.flushAll();
   }
 
@@ -273,7 +310,13 @@ export class Session implements Sink, ReplyObserver {
     this.dispatcher.dispatch(req);
   }
 
+  /** FORGET from the main thread's reader (worker sessions get them forwarded). */
   private forget(nodeid: number, nlookup: number): void {
+    this.pool?.forget([nodeid, nlookup]);
+    this.forgetNode(nodeid, nlookup);
+  }
+
+  forgetNode(nodeid: number, nlookup: number): void {
     try {
       this.fs.forget?.(nodeid, nlookup);
     } catch (e) {
@@ -282,6 +325,11 @@ export class Session implements Sink, ReplyObserver {
   }
 
   private interrupt(target: number): void {
+    this.pool?.interrupt(target);
+    this.interruptUnique(target);
+  }
+
+  interruptUnique(target: number): void {
     for (const list of this.reqs.values()) {
       for (const r of list) if (r.busy && r.uniqueNumber === target) return r.interrupt();
     }
@@ -297,16 +345,67 @@ export class Session implements Sink, ReplyObserver {
     this.stoppedSources.add(source);
     if (!this.endReason) this.endReason = errno === Errno.ENODEV ? "unmounted" : errno === Errno.ECONNABORTED ? "connection aborted" : `transport stopped: ${errnoName(errno)}`;
     if (this.transport === "pending") this.readyReject(new Error(`connection ended before INIT (${this.endReason})`));
-    // The classic reader ending means the connection is gone; the ring follows (its entries
+    // The classic reader ending means the connection is gone; the rings follow (their entries
     // complete with ENOTCONN). Stop everything so teardown never waits on a dead kernel side.
-    this.classic.stop();
+    this.classic?.stop();
     this.uring?.stop();
-    const all = this.uring ? this.stoppedSources.has(this.uring) && this.stoppedSources.has(this.classic) : this.stoppedSources.has(this.classic);
-    if (all) this.endedResolve(this.endReason);
+    const all = (!this.uring || this.stoppedSources.has(this.uring)) && (!this.classic || this.stoppedSources.has(this.classic));
+    if (!all) return;
+    if (this.pool && this.pool.count > 0) void this.pool.ended.then(() => this.endedResolve(this.endReason));
+    else this.endedResolve(this.endReason);
   }
 
   // ---- INIT -----------------------------------------------------------------------------------
   private handleInit(req: Request): void {
+    // Whatever happens, INIT is answered exactly once (an unanswered INIT hangs mount(2)'s caller).
+    this.negotiate(req).catch((e) => {
+      if (req.busy) this.replier.error(req, Errno.EPROTO);
+      this.readyReject(e instanceof Error ? e : new Error(String(e)));
+    });
+  }
+
+  /** The ring plan for this session's engine(s): flags, sizes, wait policy. */
+  private ringPlan(): Omit<RingPlan, "qids"> {
+    const o = this.opts;
+    return {
+      totalQueues: possibleCpus(),
+      depth: o.queueDepth,
+      payloadSize: roundUp(Math.max(8192, o.maxWrite), 4096),
+      // + not |: bits 30/31 would make the number negative
+      setupFlags: o.ringSetupFlags + (o.fixedBuffers ? 0 : FU_RING_NO_FIXED_BUFFERS) + (o.ringFault === "bad-commit" ? FU_RING_FAULT_BAD_COMMIT : 0),
+      waitMicros: o.ringWaitMicros,
+      nativeSyncMax: Number(process.env.FUSE_URING_NATIVE_SYNC_MAX ?? 65536),
+    };
+  }
+
+  /** Create this thread's ring engine (throws UringError); this thread becomes its submitter. */
+  createRing(plan: RingPlan): void {
+    const ring = new UringSource(this, {
+      fd: this.fd, qids: plan.qids, totalQueues: plan.totalQueues, depth: plan.depth, payloadSize: plan.payloadSize,
+      setupFlags: plan.setupFlags, doorbell: this.doorbell.ptr!, dataPlane: this.dataPlane?.handle ?? null,
+      waitMicros: plan.waitMicros, nativeSyncMax: plan.nativeSyncMax,
+    });
+    this.uring = ring;
+    // The ring submits the I/O with its next enter (scheduled by io()).
+    const ringIo = (slot: Slot, kind: 1 | 2, fd: number, offset: number, len: number) => ring.io(slot, kind, fd, offset, len);
+    this.reqs.set(ring, ring.slots.map((s) => Object.assign(new Request(s), { ringIo })));
+  }
+
+  /** Worker thread: INIT was answered by the main thread; register the entries and serve. */
+  startWorker(init: WorkerInit): void {
+    this.transport = "uring";
+    this.transportReason = "kernel offered FUSE_OVER_IO_URING";
+    const info: InitInfo = {
+      kernelMinor: init.kernelMinor, offered: BigInt(init.offered), granted: BigInt(init.granted), grantedNames: init.grantedNames,
+      maxWrite: init.maxWrite, maxReadahead: init.maxReadahead, transport: "uring",
+      backingOpen: (fd) => this.backingOpen(fd), backingClose: (id) => this.backingClose(id),
+    };
+    this.initInfo = info;
+    Promise.resolve(this.fs.init?.(info)).then(() => this.readyResolve(info), (e) => this.readyReject(e instanceof Error ? e : new Error(String(e))));
+    this.uring!.start();
+  }
+
+  private async negotiate(req: Request): Promise<void> {
     const h = req.slot.header;
     const init = decodeInitIn(h, HDR_OP_IN);
     if (init.major !== FUSE_KERNEL_VERSION || init.minor < 31) {
@@ -319,40 +418,41 @@ export class Session implements Sink, ReplyObserver {
     this.bufferPools = (init.flags & initBit("HAS_IO_URING_BUFPOOL")) !== 0n;
 
     // Decide the transport before answering: advertising io_uring and then failing to
-    // register entries would block every request (kernel-abi §12.4).
+    // register entries would block every request (docs/KERNEL.md).
     let want = o.transport !== "classic";
     let reason = o.transport === "classic" ? "requested with --transport classic" : explainNoUring(init.flags);
     if (want && reason) want = false;
-    const payloadSize = roundUp(Math.max(8192, o.maxWrite), 4096);
+    let ringUp = false;
     if (want) {
-      try {
-        const queues = possibleCpus();
-        this.uring = new UringSource(this, {
-          fd: this.fd, qids: Array.from({ length: queues }, (_, i) => i), totalQueues: queues, depth: o.queueDepth, payloadSize,
-          // + not |: bits 30/31 would make the number negative
-          setupFlags: o.ringSetupFlags + (o.fixedBuffers ? 0 : FU_RING_NO_FIXED_BUFFERS) + (o.ringFault === "bad-commit" ? FU_RING_FAULT_BAD_COMMIT : 0),
-          doorbell: this.doorbell.ptr!, dataPlane: this.dataPlane?.handle ?? null, waitMicros: o.ringWaitMicros,
-          nativeSyncMax: Number(process.env.FUSE_URING_NATIVE_SYNC_MAX ?? 65536),
-        });
-        const ring = this.uring;
-        // The ring submits the I/O with its next enter (scheduled by io()).
-        const ringIo = (slot: Slot, kind: 1 | 2, fd: number, offset: number, len: number) => ring.io(slot, kind, fd, offset, len);
-        this.reqs.set(ring, ring.slots.map((s) => Object.assign(new Request(s), { ringIo })));
+      const plan = this.ringPlan();
+      if (this.pool) {
+        const failed = await this.pool.createRings(plan);
+        if (failed) reason = failed.errno ? explainRingError(failed.errno) : failed.message;
+        else ringUp = true;
+      } else {
+        try {
+          this.createRing({ ...plan, qids: Array.from({ length: plan.totalQueues }, (_, i) => i) });
+          ringUp = true;
+        } catch (e) {
+          reason = e instanceof UringError ? explainRingError(e.errno) : String(e);
+          this.uring = null;
+        }
+      }
+      if (ringUp) {
         flags |= initBit("OVER_IO_URING");
-        reason = "kernel offered FUSE_OVER_IO_URING";
-      } catch (e) {
-        reason = e instanceof UringError ? explainRingError(e.errno) : String(e);
-        this.uring = null;
+        reason = this.pool ? `kernel offered FUSE_OVER_IO_URING; ${this.pool.count} worker threads` : "kernel offered FUSE_OVER_IO_URING";
       }
     }
-    if (o.transport === "uring" && !this.uring) {
+    if (o.transport === "uring" && !ringUp) {
       this.replier.error(req, Errno.EPROTO);
       this.readyReject(new Error(`io_uring transport unavailable: ${reason}`));
       return;
     }
-    this.transport = this.uring ? "uring" : "classic";
+    // Workers without a ring never serve; the main thread's copy serves /dev/fuse.
+    if (!ringUp) this.pool?.endAll("no ring");
+    this.transport = ringUp ? "uring" : "classic";
     this.transportReason = reason;
-    this.classic.setOpSizes(opHeaderSizes((flags & initBit("SETXATTR_EXT")) !== 0n));
+    this.classic!.setOpSizes(opHeaderSizes((flags & initBit("SETXATTR_EXT")) !== 0n));
 
     const maxPages = Math.min(256, Math.ceil(o.maxWrite / 4096));
     encodeInitOut(req.slot.payloadView, 0, {
@@ -370,15 +470,6 @@ export class Session implements Sink, ReplyObserver {
     });
     this.replier.ok(req, INIT_OUT_SIZE);
 
-    if (this.uring) {
-      try {
-        this.uring.start();
-      } catch (e) {
-        // Cannot happen short of a shim bug; the kernel would block all I/O, so abort loudly.
-        this.readyReject(new Error(`io_uring register failed after INIT: ${String(e)}`));
-        return;
-      }
-    }
     const info: InitInfo = {
       kernelMinor: init.minor,
       offered: init.flags,
@@ -390,14 +481,29 @@ export class Session implements Sink, ReplyObserver {
       backingOpen: (fd) => this.backingOpen(fd),
       backingClose: (id) => this.backingClose(id),
     };
+    if (ringUp) {
+      try {
+        if (this.pool) {
+          this.pool.start({
+            kernelMinor: init.minor, offered: String(init.flags), granted: String(flags), grantedNames: info.grantedNames,
+            maxWrite: o.maxWrite, maxReadahead: init.maxReadahead,
+          });
+        } else this.uring!.start();
+      } catch (e) {
+        // Cannot happen short of a shim bug; the kernel would block all I/O, so abort loudly.
+        this.readyReject(new Error(`io_uring register failed after INIT: ${String(e)}`));
+        return;
+      }
+    }
     this.initInfo = info;
     if (o.debug) {
       o.log(`fuse: INIT kernel ${init.major}.${init.minor} offered [${initFlagNames(init.flags).join(" ")}]`);
       o.log(`fuse: INIT granted [${info.grantedNames.join(" ")}] max_write=${o.maxWrite} max_pages=${maxPages}`);
-      o.log(`fuse: transport=${this.transport} (${reason})` + (this.uring ? ` queues=${possibleCpus()} depth=${o.queueDepth} pinned=${this.uring.pinnedBytes} bytes` : ""));
+      const plan = this.ringPlan();
+      o.log(`fuse: transport=${this.transport} (${reason})` + (ringUp ? ` queues=${plan.totalQueues} depth=${o.queueDepth} pinned=${plan.totalQueues * o.queueDepth * (plan.payloadSize + 4096)} bytes` : ""));
       o.log(this.bufferPools ? "fuse: kernel offers io_uring buffer pools (FUSE 7.46); using per-entry payload buffers" : "fuse: no io_uring buffer pools in this kernel: per-entry payload buffers");
     }
-    Promise.resolve(this.fs.init?.(info)).then(
+    await Promise.resolve(this.fs.init?.(info)).then(
       () => this.readyResolve(info),
       (e) => this.readyReject(e instanceof Error ? e : new Error(String(e))),
     );
@@ -464,7 +570,13 @@ export class Session implements Sink, ReplyObserver {
 
   // ---- stats and teardown ---------------------------------------------------------------------
   stats(): SessionStats {
-    const c = this.classic.stats();
+    const own = this.ownStats();
+    if (!this.pool) return own;
+    return mergeStats(own, this.pool.stats());
+  }
+
+  private ownStats(): SessionStats {
+    const c = this.classic?.stats() ?? { requests: 0, wakeups: 0, cqes: 0, submits: 0, errors: 0, fixedIo: 0 };
     const u = this.uring?.stats();
     return {
       transport: this.transport,
@@ -498,6 +610,11 @@ export class Session implements Sink, ReplyObserver {
       bufferPools: this.bufferPools,
       fixedBuffers: u?.fixedBuffers ?? false,
       ops: this.opsByName(),
+      threads: [{
+        thread: this.opts.role === "worker" ? "worker" : "main",
+        requests: this.counters.ringRequests + this.counters.devRequests + (u?.nativeRequests ?? 0) + (c.nativeRequests ?? 0),
+        wakeups: this.counters.wakeups, enters: u?.enters ?? 0, cqes: u?.cqes ?? 0,
+      }],
     };
   }
 
@@ -513,25 +630,47 @@ export class Session implements Sink, ReplyObserver {
    */
   async close(graceMs = 2000): Promise<void> {
     if (!this.alive) return;
-    this.classic.stop();
+    this.classic?.stop();
     this.uring?.stop();
+    // Workers first: their rings pin the /dev/fuse file and use the data plane table.
+    await this.pool?.close();
     const deadline = Date.now() + graceMs;
     while (this.counters.inflight > 0 && Date.now() < deadline) await Bun.sleep(10);
     const leak = this.counters.inflight > 0;
     this.alive = false;
     if (!leak) {
       this.uring?.destroy();
-      this.classic.destroy();
+      this.classic?.destroy();
     } else {
       this.opts.log(`fuse-uring: ${this.counters.inflight} handlers never settled; leaving their buffers allocated`);
     }
     if (!leak) this.dataPlane?.destroy();
-    native().fu_close(this.fd);
+    if (this.opts.role === "main") native().fu_close(this.fd);
     // The shim threads are joined only when the sources were destroyed; a leaked source's
     // thread may still ring, so its callback must stay valid.
     if (!leak) this.doorbell.close();
     this.endedResolve(this.endReason || "closed");
   }
+}
+
+/** The main thread's stats plus its workers' (counters summed, per-thread rows kept). */
+function mergeStats(own: SessionStats, workers: (SessionStats | null)[]): SessionStats {
+  const out: SessionStats = { ...own, ops: { ...own.ops }, threads: [...own.threads] };
+  const sum = ["ringRequests", "devRequests", "wakeups", "cqes", "submits", "inflight", "pinnedBytes", "fixedIo", "enters", "nativeRequests",
+    "nativeReadBytes", "nativeWriteBytes", "nativeErrors", "ringRecovered", "errors", "replies", "forgets", "interrupts"] as const;
+  workers.forEach((w, i) => {
+    if (!w) return;
+    for (const k of sum) (out[k] as number) += w[k] as number;
+    out.inflightMax = Math.max(out.inflightMax, w.inflightMax);
+    out.nativeInflightMax = Math.max(out.nativeInflightMax, w.nativeInflightMax);
+    out.nativeHandles += w.nativeHandles;
+    out.fixedBuffers ||= w.fixedBuffers;
+    for (const [op, n] of Object.entries(w.ops)) out.ops[op] = (out.ops[op] ?? 0) + n;
+    for (const t of w.threads) out.threads.push({ ...t, thread: `worker ${i}` });
+  });
+  const reqs = out.threads.reduce((a, t) => a + t.requests, 0);
+  out.handoffsPerRequest = reqs ? out.wakeups / reqs : 0;
+  return out;
 }
 
 function roundUp(n: number, to: number): number {
