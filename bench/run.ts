@@ -421,6 +421,9 @@ async function main(): Promise<number> {
     if (o.configs && !o.configs.includes(c.id)) {
       c.available = false;
       c.reason = "not selected (--configs)";
+    } else if (o.quick && c.fullOnly && !o.configs) {
+      c.available = false;
+      c.reason = "not in the quick profile (full run, or select it with --only)";
     } else if (c.transport === "uring" && uringReason) {
       c.available = false;
       c.reason = uringReason;
@@ -458,6 +461,7 @@ async function main(): Promise<number> {
     git: (await run(["git", "rev-parse", "--short", "HEAD"], { timeoutMs: 5000, cwd: REPO })).stdout.trim() +
       ((await run(["git", "status", "--porcelain", "--untracked-files=no"], { timeoutMs: 5000, cwd: REPO })).stdout.trim() ? " (dirty)" : ""),
     codeHash: snap.hash,
+    libfuse: libfuseRun ? { path: libfuseRun.binary, sha256: sha256File(libfuseRun.binary), env: libfuseRun.env ?? null } : null,
     env: Object.fromEntries(Object.entries(process.env).filter(([k]) => k.startsWith("FUSE_URING"))),
     loadStart: loadavg(),
     loadEnd: undefined as string | undefined,
@@ -737,6 +741,12 @@ async function snapshotCode(dir: string): Promise<{ dir: string; hash: string }>
     h.update(readFileSync(f));
   }
   return { dir, hash: h.digest("hex").slice(0, 16) };
+}
+
+function sha256File(path: string): string {
+  const h = new Bun.CryptoHasher("sha256");
+  h.update(readFileSync(path));
+  return h.digest("hex");
 }
 
 /** Final counters of one configuration's round must match what was configured. */

@@ -23,6 +23,8 @@ export interface ConfigDef {
   variantOf?: string;
   /** optional configurations are probed first and skipped (with the reason) when they fail */
   optional: boolean;
+  /** left out of --quick unless selected with --only/--configs */
+  fullOnly?: boolean;
   description: string;
   colour: string;
 }
@@ -79,7 +81,7 @@ export function configDefs(env: ConfigEnv): ConfigDef[] {
   if (noFixedFlag) {
     defs.push({
       id: "pt-uring-nofixed", label: "passthrough uring, no fixed bufs", short: "pt ur nofx", kind: "passthrough", transport: "uring",
-      extraArgs: [noFixedFlag], optional: true, colour: "#7f2704",
+      extraArgs: [noFixedFlag], optional: true, fullOnly: true, colour: "#7f2704",
       description: `passthrough over io_uring with ${noFixedFlag} (plain reads/writes instead of registered buffers)`,
     });
   }

@@ -216,7 +216,9 @@ export function markdown(r: Results): string {
   out.push(
     `Machine: ${h.cpus} CPUs, ${h.memGiB} GiB, Linux ${h.kernel}; ${h.fio}, bun ${h.bun}; code: git ${h.git}, snapshot ${h.codeHash}${h.env && Object.keys(h.env as object).length ? `, env ${Object.entries(h.env as object).map(([k, v]) => `${k}=${v}`).join(" ")}` : ""}; load average at start ${h.loadStart}, at end ${h.loadEnd ?? "?"}. ` +
       `Parameters: fio \`--size=${p.size}\` per job file, \`--runtime=${p.runtimeS}\` (time based), queue-depth workloads with \`--ioengine=${p.aioEngine}\`; metadata ${p.metaFiles} files (readdir of ${Math.min(10000, Number(p.metaFiles) - Math.floor(Number(p.metaFiles) / 4))} entries); ` +
-      `daemon \`--queue-depth ${p.queueDepth} --max-write ${p.maxWrite}\`, RLIMIT_NOFILE ${p.daemonNofile}. Command: \`${r.meta.command}\`.`,
+      `daemon \`--queue-depth ${p.queueDepth} --max-write ${p.maxWrite}\`, RLIMIT_NOFILE ${p.daemonNofile}. ` +
+      (h.libfuse ? `libfuse: \`${(h.libfuse as { path: string }).path}\` (sha256 ${(h.libfuse as { sha256: string }).sha256.slice(0, 16)}…). ` : "") +
+      `Command: \`${r.meta.command}\`.`,
   );
   out.push("");
   out.push(`Median of ${r.meta.reps} rounds, [min–max] below it. Higher is better except latency (µs).`);
