@@ -41,6 +41,8 @@ export interface ConfigEnv {
   noFixedFlag: string | null;
   /** the CLI lists --workers in its help */
   hasWorkers: boolean;
+  /** the CLI lists --data-plane native|js (native data plane for backing-fd handles) */
+  hasDataPlane: boolean;
 }
 
 /**
@@ -84,6 +86,21 @@ export function configDefs(env: ConfigEnv): ConfigDef[] {
       extraArgs: [noFixedFlag], optional: true, fullOnly: true, colour: "#7f2704",
       description: `passthrough over io_uring with ${noFixedFlag} (plain reads/writes instead of registered buffers)`,
     });
+  }
+  if (env.hasDataPlane) {
+    // the default passthrough answers READ/WRITE of backing-fd handles in the shim; these keep them in JS
+    defs.push(
+      {
+        id: "pt-classic-js", label: "passthrough classic, JS data plane", short: "pt cl js", kind: "passthrough", transport: "classic",
+        extraArgs: ["--data-plane", "js"], optional: true, fullOnly: true, colour: "#fdd0a2",
+        description: "passthrough over /dev/fuse with --data-plane js: every READ/WRITE goes to JavaScript (the comparison for the native data plane)",
+      },
+      {
+        id: "pt-uring-js", label: "passthrough uring, JS data plane", short: "pt ur js", kind: "passthrough", transport: "uring",
+        extraArgs: ["--data-plane", "js"], optional: true, fullOnly: true, colour: "#f16913",
+        description: "passthrough over io_uring with --data-plane js: every READ/WRITE goes to JavaScript (the comparison for the native data plane)",
+      },
+    );
   }
   defs.push({
     id: "kpt", label: "kernel passthrough (uring)", short: "kernel pt", kind: "passthrough", transport: "uring",

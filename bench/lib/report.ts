@@ -184,11 +184,12 @@ export function summarize(r: Results): Summary {
       cpuPerOpUs[w.id]![c.id] = medianOver(ss.map((s) => (s.daemonCpuS !== null && s.ops ? (1e6 * s.daemonCpuS) / s.ops : NaN)));
       if (c.kind === "libfuse") continue;
       cpuPerRequestUs[w.id]![c.id] = medianOver(ss.map((s) => {
-        const n = s.stats ? (s.stats.answered ?? s.stats.requests) : 0;
+        // JS-answered requests by opcode, plus those the shim answered natively (not in `ops`)
+        const n = s.stats ? (s.stats.answered !== undefined ? s.stats.answered + (s.stats.nativeRequests ?? 0) : s.stats.requests) : 0;
         return s.daemonCpuS !== null && n > 0 ? (1e6 * s.daemonCpuS) / n : NaN;
       }));
       const st = sumStats(r, c.id, w.id);
-      const reqs = st ? st.ringRequests + st.devRequests : 0;
+      const reqs = st ? st.requests : 0;
       perRequest[w.id]![c.id] = st && reqs > 0
         ? {
           handoffs: per(st.wakeups, reqs),
@@ -241,6 +242,8 @@ export function markdown(r: Results): string {
   if (has("pt-uring") && has("pt-uring-nofixed")) pairs.push(["pt uring fixed ÷ not fixed", "pt-uring", "pt-uring-nofixed"]);
   if (has("kpt") && has("pt-uring")) pairs.push(["kernel pt ÷ pt uring", "kpt", "pt-uring"]);
   if (has("pt-classic") && has("memfs-classic")) pairs.push(["pt classic ÷ memfs classic", "pt-classic", "memfs-classic"]);
+  if (has("pt-uring") && has("pt-uring-js")) pairs.push(["pt uring native ÷ JS data plane", "pt-uring", "pt-uring-js"]);
+  if (has("pt-classic") && has("pt-classic-js")) pairs.push(["pt classic native ÷ JS data plane", "pt-classic", "pt-classic-js"]);
   if (has("burn-w2") && has("burn-w1")) pairs.push(["burn 2 workers ÷ 1 worker", "burn-w2", "burn-w1"]);
   // the ÷ raw columns: only configurations that run the raw workloads (not the metadata-only or burn ones)
   const vsRaw = raw ? cfgs.filter((c) => c.id !== "raw" && !c.workloads) : [];
@@ -317,8 +320,8 @@ export function markdown(r: Results): string {
       s ? fmtNum(s.wakeups) : "–",
       s ? fmtNum(per(s.requests, s.wakeups)) : "–",
       s ? (c.transport === "uring" ? fmtNum(per(s.cqes, s.wakeups)) : "–") : "–",
-      s ? fmtNum(per(s.wakeups, s.ringRequests + s.devRequests)) : "–",
-      ...(anyEnters ? [s?.enters !== undefined ? fmtNum(per(s.enters, s.ringRequests + s.devRequests)) : "–", s?.enters !== undefined ? fmtNum(per(s.cqes, s.enters)) : "–"] : []),
+      s ? fmtNum(per(s.wakeups, s.requests)) : "–",
+      ...(anyEnters ? [s?.enters !== undefined ? fmtNum(per(s.enters, s.requests)) : "–", s?.enters !== undefined ? fmtNum(per(s.cqes, s.enters)) : "–"] : []),
       ...(anyNative ? [s?.nativeRequests !== undefined ? fmtNum(s.nativeRequests) : "–"] : []),
       s ? fmtNum(s.fixedIo) : "–",
       s ? fmtNum(s.errors) : "–",
@@ -329,7 +332,7 @@ export function markdown(r: Results): string {
     ...(anyEnters ? ["Enters/req", "CQEs/enter"] : []), ...(anyNative ? ["Native req"] : []), "Fixed I/O", "Error replies",
   ], resRows));
   out.push("");
-  out.push(`Hand-offs per request = \`wakeups ÷ (ringRequests + devRequests)\`: how often a JS thread had to be woken from another thread per FUSE request (0 when requests are served on the thread that waited for them).${anyEnters ? " Enters/req = io_uring_enter calls per request; CQEs/enter = completions reaped per call." : " (Enters/req and CQEs/enter appear when the stats file has `enters`.)"} libfuse has no counters: its rows show RSS and CPU only.`);
+  out.push(`Requests = \`ringRequests + devRequests\` (+ \`nativeRequests\` when the stats file has it). Hand-offs per request = \`wakeups ÷ requests\`: how often a JS thread had to be woken from another thread per FUSE request (0 when requests are served on the thread that waited for them).${anyEnters ? " Enters/req = io_uring_enter calls per request; CQEs/enter = completions reaped per call." : " (Enters/req and CQEs/enter appear when the stats file has `enters`.)"} libfuse has no counters: its rows show RSS and CPU only.`);
   out.push("");
   if (ours.length) {
     out.push(`Per FUSE request and workload (fuse-uring): hand-offs${anyEnters ? " · io_uring_enter calls · CQEs per enter" : ""}${anyNative ? " · share answered natively" : ""}.`);
