@@ -423,8 +423,16 @@ export function svg(r: Results): string {
   const dLo = Math.floor(Math.log10(lo));
   const dHi = Math.max(Math.log10(hi) + 0.25, dLo + 1); // headroom for the labels above the bars
   const barW = 14, gap = 22, left = 64, top = 70, plotH = 360, bottom = 170;
-  const groupW = cfgs.length * barW;
-  const width = Math.max(720, left + metrics.length * (groupW + gap) + 20);
+  // a group has a bar for each configuration that ran the metric (metadata-only and burn
+  // configurations appear only in their own groups)
+  const groupCfgs = metrics.map((m) => cfgs.filter((c) => cell(r, m.id, c.id)));
+  const groupX: number[] = [];
+  let gxNext = left + 10;
+  for (const g of groupCfgs) {
+    groupX.push(gxNext);
+    gxNext += g.length * barW + gap;
+  }
+  const width = Math.max(720, gxNext + 20);
   const height = top + plotH + bottom;
   const y = (q: number) => top + plotH - ((Math.log10(q) - dLo) / (dHi - dLo)) * plotH;
   const o: string[] = [];
@@ -452,9 +460,10 @@ export function svg(r: Results): string {
   o.push(`<line x1="${left}" x2="${width - 10}" y1="${y1}" y2="${y1}" stroke="#222" stroke-dasharray="5,3"/>`);
   o.push(`<text x="${width - 12}" y="${Number(y1) - 4}" text-anchor="end" fill="#222">${hasRaw ? "raw tmpfs = 1×" : "best = 1×"}</text>`);
   metrics.forEach((m, gi) => {
-    const gx = left + 10 + gi * (groupW + gap);
+    const gx = groupX[gi]!;
+    const groupW = groupCfgs[gi]!.length * barW;
     const ref = refOf(m);
-    cfgs.forEach((c, ci) => {
+    groupCfgs[gi]!.forEach((c, ci) => {
       const x = cell(r, m.id, c.id);
       if (!x) return;
       const bx = gx + ci * barW;
@@ -471,7 +480,7 @@ export function svg(r: Results): string {
     const lxg = gx + groupW / 2;
     o.push(
       `<text transform="translate(${lxg},${top + plotH + 12}) rotate(-40)" text-anchor="end" fill="#222"><tspan x="0">${esc(m.label)}</tspan>` +
-        `<tspan x="0" dy="12" fill="#777" font-size="9">${esc(`${hasRaw ? "raw" : "best"} ${fmtNum(ref)} ${m.unit}`)}</tspan></text>`,
+        `<tspan x="0" dy="12" fill="#777" font-size="9">${esc(`${hasRaw && cell(r, m.id, "raw") ? "raw" : "best"} ${fmtNum(ref)} ${m.unit}`)}</tspan></text>`,
     );
   });
   o.push(`<line x1="${left}" x2="${left}" y1="${top}" y2="${top + plotH}" stroke="#888"/>`);
