@@ -71,11 +71,12 @@ export function configDefs(env: ConfigEnv): ConfigDef[] {
       description: "same filesystem, requests and replies through FUSE-over-io_uring (one queue per CPU)",
     },
     {
-      id: "pt-classic", label: "passthrough classic", short: "pt cl", kind: "passthrough", transport: "classic", optional: true, colour: "#fdae6b",
+      id: "pt-classic", label: env.hasDataPlane ? "passthrough classic, native data plane" : "passthrough classic", short: "pt cl", kind: "passthrough", transport: "classic", optional: true, colour: "#fdae6b",
       description: "passthrough of a tmpfs directory (lib/fs/passthrough.ts); data through the daemon (pread/pwrite on the request's buffer), /dev/fuse",
     },
     {
-      id: "pt-uring", label: noFixedFlag ? "passthrough uring + fixed bufs" : "passthrough uring (fixed bufs)", short: "pt ur",
+      id: "pt-uring", short: "pt ur",
+      label: env.hasDataPlane ? "passthrough uring, native data plane" : noFixedFlag ? "passthrough uring + fixed bufs" : "passthrough uring (fixed bufs)",
       kind: "passthrough", transport: "uring", optional: true, colour: "#d94801",
       description: "passthrough over FUSE-over-io_uring; READ/WRITE are READ_FIXED/WRITE_FIXED between the backing file and the ring's registered payload buffer (fixedIo > 0)",
     },
