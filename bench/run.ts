@@ -1,6 +1,7 @@
 #!/usr/bin/env bun
 // fuse-uring benchmark harness: a matrix of configurations × workloads with interleaved rounds.
-// See bench/README.md. `npm run bench` (full, ~24 min on 2 CPUs) or `npm run bench -- --quick` (< 3 min).
+// See bench/README.md. `npm run bench` (full, ~30 min on 2 CPUs) or `npm run bench -- --quick` (2–3 min);
+// `--libfuse PATH` adds libfuse's passthrough_hp and the "fuse-uring ÷ libfuse" table.
 
 import { accessSync, constants as fsConstants, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { cpus, totalmem } from "node:os";
@@ -17,7 +18,7 @@ let CODE = REPO;
 
 const HELP = `Usage: bun bench/run.ts [options]      (npm run bench [-- options])
 
-  --quick              short run (~3 min; ~4 with --libfuse): 2 rounds, 1.5 s fio runs, 64M
+  --quick              short run (2–3 min; 4–5 with --libfuse): 2 rounds, 1.5 s fio runs, 64M
                        files, 2,000 files for the metadata workloads, 6 of the 14 workloads
   --reps N             interleaved rounds (default 3, quick 2)
   --runtime S          seconds per fio run (default 5, quick 1.5)
