@@ -92,6 +92,7 @@ export async function runMount(cmd: MountCommand): Promise<number> {
       entryTtl: cmd.entryTtl,
       attrTtl: cmd.attrTtl,
       negativeTtl: cmd.negativeTtl,
+      vfs: cmd.vfs,
     });
   } catch (e) {
     process.stderr.write(`fuse-uring: cannot mount ${label} at ${cmd.mountpoint}: ${e instanceof Error ? e.message : String(e)}\n`);
