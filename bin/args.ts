@@ -14,7 +14,12 @@ export const USAGE = `Usage:
                                                           a mount would work
   fuse-uring --help | --version
 
-The mount runs in the foreground until unmounted; SIGINT/SIGTERM unmount and exit 0.
+The mount runs in the foreground until unmounted; SIGINT/SIGTERM unmount. When it stops it
+prints one line, "fuse-uring: unmounted MOUNTPOINT (REASON)", and exits with:
+  0  unmount (umount, fuse-uring unmount) or signal SIGTERM/SIGINT
+  1  error (the mount failed, or the connection ended for another reason)
+  2  bad command line (usage)
+  3  connection aborted (echo 1 > /sys/fs/fuse/connections/N/abort)
 
 Options:
   --transport auto|uring|classic  wire transport (default auto: io_uring when the kernel

@@ -86,6 +86,26 @@ export function isMounted(mountpoint: string): boolean {
   return false;
 }
 
+/**
+ * The device ("major:minor", as in mountinfo and st_dev) of the topmost FUSE mount at
+ * `mountpoint`, read from /proc/self/mountinfo (never touches the mount itself), or null.
+ */
+export function fuseDeviceAt(mountpoint: string): string | null {
+  const abs = resolve(mountpoint);
+  let dev: string | null = null;
+  for (const line of readFileSync("/proc/self/mountinfo", "utf8").split("\n")) {
+    const f = line.split(" ");
+    const type = f[f.indexOf("-", 6) + 1] ?? "";
+    if (f[4] && unescapeMountinfo(f[4]) === abs && (type === "fuse" || type.startsWith("fuse."))) dev = f[2]!;
+  }
+  return dev;
+}
+
+/** Whether a mount of device `dev` ("major:minor") is still in this mount namespace. */
+export function isDeviceMounted(dev: string): boolean {
+  return readFileSync("/proc/self/mountinfo", "utf8").split("\n").some((line) => line.split(" ")[2] === dev);
+}
+
 function unescapeMountinfo(s: string): string {
   return s.replace(/\\([0-7]{3})/g, (_, o: string) => String.fromCharCode(parseInt(o, 8)));
 }

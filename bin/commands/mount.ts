@@ -3,7 +3,7 @@
 import { statSync } from "node:fs";
 import type { InodeFS } from "../../lib/fs/types.ts";
 import { mount, type Mount } from "../../lib/mount.ts";
-import { detach } from "../../lib/mountpoint.ts";
+import { detach, fuseDeviceAt, isDeviceMounted } from "../../lib/mountpoint.ts";
 import type { MountCommand } from "../args.ts";
 
 function deadMountError(mountpoint: string): string | null {
@@ -49,6 +49,25 @@ async function loadFilesystem(cmd: MountCommand): Promise<{ fs: InodeFS; label: 
       return { fs: await loadScript(cmd.fs.path, { args: cmd.fs.args, mountpoint: cmd.mountpoint }), label: cmd.fs.path };
     }
   }
+}
+
+/** Exit codes of `fuse-uring mount` (documented in USAGE and README). */
+export const EXIT = { unmount: 0, signal: 0, error: 1, usage: 2, aborted: 3 } as const;
+
+/**
+ * How the session ended, as the one stop line names it, and the exit code that tells the ways
+ * apart. `reason` is the session's end reason (Mount.closed). A connection aborted through
+ * fusectl leaves its mount (device `dev`) in place, which identifies it also when the session
+ * reports the end generically.
+ */
+export function stopReason(reason: string, signal: string | null, dev: string | null): { text: string; code: number } {
+  if (signal) return { text: `signal ${signal}`, code: EXIT.signal };
+  if (/abort/i.test(reason)) return { text: "connection aborted", code: EXIT.aborted };
+  if (reason === "unmounted") {
+    if (dev && isDeviceMounted(dev)) return { text: "connection aborted", code: EXIT.aborted };
+    return { text: "unmount", code: EXIT.unmount };
+  }
+  return { text: `error: ${reason}`, code: EXIT.error };
 }
 
 export async function runMount(cmd: MountCommand): Promise<number> {
@@ -99,8 +118,10 @@ export async function runMount(cmd: MountCommand): Promise<number> {
     return 1;
   }
   process.stderr.write(`fuse-uring: mounted ${label} at ${cmd.mountpoint} (transport=${m.transport}: ${m.transportReason})\n`);
+  const dev = fuseDeviceAt(cmd.mountpoint);
   if (signalled) unmountNow(m);
   const reason = await m.closed;
-  if (cmd.debug) process.stderr.write(`fuse-uring: session ended (${reason})\n`);
-  return 0;
+  const stop = stopReason(reason, signalled, dev);
+  process.stderr.write(`fuse-uring: unmounted ${cmd.mountpoint} (${stop.text})\n`);
+  return stop.code;
 }

@@ -2,7 +2,8 @@
 // "unmounted MNT (reason)" line and the exit code per way of stopping.
 // Every mount is served by a separate daemon process and driven from other processes.
 import { describe, expect } from "bun:test";
-import { abortConnection, BUN, CLI, cleanupAfterEach, fmt, fsop, fuseMountAt, fuseTest, isMounted, run, shOk, startDaemon } from "../helpers/index.ts";
+import { abortConnection, BUN, CLI, cleanupAfterEach, fmt, forceUnmount, fsop, fuseMountAt, fuseTest, isMounted, run, shOk, startDaemon, TRANSPORTS, transportHooks, type Daemon } from "../helpers/index.ts";
+import { stopReason } from "../../bin/commands/mount.ts";
 
 describe("-o mount options", () => {
   cleanupAfterEach();
@@ -30,5 +31,60 @@ describe("-o mount options", () => {
     expect(r.code, fmt(r)).toBe(2);
     expect(r.stderr).toContain('unknown mount option "frobnicate"');
     expect(isMounted(d.mnt)).toBe(false);
+  });
+});
+
+/** The daemon's stop lines (exactly one is expected). */
+function stopLines(d: Daemon): string[] {
+  return d.stderr().split("\n").filter((l) => l.startsWith("fuse-uring: unmounted "));
+}
+
+for (const transport of TRANSPORTS) {
+  describe(`one stop line and an exit code per reason (${transport})`, () => {
+    transportHooks(transport);
+    cleanupAfterEach();
+    const args = ["--transport", transport];
+
+    fuseTest("umount MNT → (unmount), exit 0", async () => {
+      const d = await startDaemon(args);
+      await shOk('echo x > "$1/f"', [d.mnt]);
+      const u = await run(["umount", d.mnt]);
+      expect(u.code, fmt(u)).toBe(0);
+      const r = await d.waitExit(10_000);
+      expect(r.exited, d.stderr()).toBe(true);
+      expect(r.code, d.stderr()).toBe(0);
+      expect(stopLines(d)).toEqual([`fuse-uring: unmounted ${d.mnt} (unmount)`]);
+    });
+
+    for (const sig of ["SIGTERM", "SIGINT"] as const) {
+      fuseTest(`${sig} → (signal ${sig}), exit 0`, async () => {
+        const d = await startDaemon(args);
+        await shOk('ls "$1"', [d.mnt]);
+        expect(await d.stop(sig)).toBe(0);
+        expect(stopLines(d)).toEqual([`fuse-uring: unmounted ${d.mnt} (signal ${sig})`]);
+        expect(isMounted(d.mnt)).toBe(false);
+      });
+    }
+
+    fuseTest("fusectl abort of this mount → (connection aborted), exit 3", async () => {
+      const d = await startDaemon(args);
+      await shOk('echo x > "$1/f"', [d.mnt]);
+      expect(abortConnection(d.connId)).toBe(true);
+      const r = await d.waitExit(15_000);
+      if (!r.exited) await d.kill();
+      expect(r.exited, d.stderr()).toBe(true);
+      expect(r.code, d.stderr()).toBe(3);
+      expect(stopLines(d)).toEqual([`fuse-uring: unmounted ${d.mnt} (connection aborted)`]);
+      forceUnmount(d.mnt);
+    });
+  });
+}
+
+describe("stop reasons (unit)", () => {
+  fuseTest("other session ends are errors (exit 1); signals win over the session's reason", () => {
+    expect(stopReason("transport stopped: EIO", null, null)).toEqual({ text: "error: transport stopped: EIO", code: 1 });
+    expect(stopReason("unmounted", "SIGINT", null)).toEqual({ text: "signal SIGINT", code: 0 });
+    expect(stopReason("connection aborted", null, null)).toEqual({ text: "connection aborted", code: 3 });
+    expect(stopReason("unmounted", null, "0:999999")).toEqual({ text: "unmount", code: 0 });
   });
 });
