@@ -28,7 +28,8 @@ Options:
   --queue-depth N                 io_uring entries per queue (default 8; queues = CPUs)
   --max-write BYTES               largest READ/WRITE request, 4096..1048576 (default 1048576)
   --stats-file PATH               write counters as JSON every second and at exit
-  --debug                         log INIT negotiation and one line per request
+  --debug                         log INIT negotiation and trace requests (rx/tx lines:
+                                  names, offsets, sizes, flags, result, latency)
   --allow-other                   let other users access the mount
   --no-default-permissions        do not let the kernel check mode bits
   --ro                            mount read-only

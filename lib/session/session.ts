@@ -18,6 +18,7 @@ import { FU_RING_NO_FIXED_BUFFERS, IORING_SETUP_DEFER_TASKRUN, IORING_SETUP_SING
 import { Dispatcher } from "./dispatch.ts";
 import { Replier, type ReplyObserver } from "./reply.ts";
 import { Request } from "./request.ts";
+import { Tracer, traceReplies } from "./trace.ts";
 
 export type TransportChoice = "auto" | "uring" | "classic";
 
@@ -143,6 +144,8 @@ export class Session implements Sink, ReplyObserver {
   /** Requests answered per opcode (index = opcode; all opcodes are < 64). */
   private readonly opCounts = new Float64Array(64);
   private bufferPools = false;
+  /** --debug: the rx/tx request trace (null otherwise: no trace code on the hot path). */
+  private readonly tracer: Tracer | null;
   initInfo: InitInfo | null = null;
 
   private readyResolve!: (info: InitInfo) => void;
@@ -176,6 +179,8 @@ export class Session implements Sink, ReplyObserver {
       opSizes: opHeaderSizes(false),
     });
     this.reqs.set(this.classic, this.classic.slots.map((s) => new Request(s)));
+    this.tracer = this.opts.debug ? new Tracer(this.opts.log) : null;
+    if (this.tracer) traceReplies(this.classic, this.tracer, (slot) => this.reqs.get(slot.source)![slot.index]!);
   }
 
   /** Start reading /dev/fuse; call after the fd is attached to a mount. */
@@ -213,6 +218,7 @@ export class Session implements Sink, ReplyObserver {
     const c = this.counters;
     if (++c.inflight > c.inflightMax) c.inflightMax = c.inflight;
     if (this.opts.debug) req.startedAt = performance.now();
+    if (this.tracer) this.tracer.rx(req);
     switch (req.opcode) {
       case Op.INIT:
         return this.handleInit(req);
@@ -297,6 +303,7 @@ export class Session implements Sink, ReplyObserver {
           return ring.io(slot, kind, fd, offset, len);
         };
         this.reqs.set(ring, ring.slots.map((s) => Object.assign(new Request(s), { ringIo })));
+        if (this.tracer) traceReplies(ring, this.tracer, (slot) => this.reqs.get(slot.source)![slot.index]!);
         flags |= initBit("OVER_IO_URING");
         reason = "kernel offered FUSE_OVER_IO_URING";
       } catch (e) {
@@ -396,10 +403,6 @@ export class Session implements Sink, ReplyObserver {
     c.inflight--;
     c.replies++;
     if (error) c.errors++;
-    if (this.opts.debug) {
-      const ms = (performance.now() - req.startedAt).toFixed(3);
-      this.opts.log(`fuse: #${req.uniqueNumber} ${opName(req.opcode)} node=${req.nodeid} → ${error ? errnoName(error) : "OK"} ${ms} ms [${req.slot.source.kind}]`);
-    }
   }
 
   unexpected(req: Request, err: unknown): void {

@@ -88,3 +88,52 @@ describe("stop reasons (unit)", () => {
     expect(stopReason("unmounted", null, "0:999999")).toEqual({ text: "unmount", code: 0 });
   });
 });
+
+for (const transport of TRANSPORTS) {
+  describe(`--debug trace, rx/tx lines (${transport})`, () => {
+    transportHooks(transport);
+    cleanupAfterEach();
+
+    fuseTest("LOOKUP with its name, READ/WRITE with offsets, sizes and flags, errors by name, latency", async () => {
+      const d = await startDaemon(["--transport", transport, "--debug"]);
+      await shOk('printf "hello, world\\n" > "$1/hello.txt" && dd if="$1/hello.txt" bs=4096 count=1 status=none >/dev/null && ! stat "$1/missing" 2>/dev/null', [d.mnt]);
+      expect(await d.stop()).toBe(0);
+      const lines = d.stderr().split("\n");
+      const rx = (re: RegExp) => lines.filter((l) => re.test(l));
+      /** The tx line answering rx line `l`. */
+      const txOf = (l: string) => lines.find((t) => t.startsWith(`tx ${l.split(" ")[1]} `));
+
+      const lookup = rx(/^rx \d+ LOOKUP n1 "missing"$/);
+      expect(lookup.length, d.stderr()).toBeGreaterThan(0);
+      expect(txOf(lookup[0]!), d.stderr()).toMatch(/^tx \d+ ENOENT  \d+\.\d{3} ms \[(uring|classic)\]$/);
+
+      const create = rx(/^rx \d+ CREATE n1 "hello.txt" flags=O_WRONLY\|O_CREAT\|O_TRUNC.* mode=0100644$/);
+      expect(create.length, d.stderr()).toBe(1);
+      const ctx = txOf(create[0]!)!;
+      expect(ctx, d.stderr()).toMatch(/^tx \d+ OK n(\d+) mode=0100644 size=0 nlink=1 fh=\d+ open=\S+  \d+\.\d{3} ms \[(uring|classic)\]$/);
+      const node = /OK n(\d+)/.exec(ctx)![1];
+
+      const write = rx(new RegExp(`^rx \\d+ WRITE n${node} fh=\\d+ off=0 size=13 wflags=\\S+ flags=O_WRONLY`));
+      expect(write.length, d.stderr()).toBe(1);
+      expect(txOf(write[0]!)).toMatch(/^tx \d+ OK 13 bytes written  /);
+
+      const read = rx(new RegExp(`^rx \\d+ READ n${node} fh=\\d+ off=0 size=\\d+ flags=O_RDONLY`));
+      expect(read.length, d.stderr()).toBeGreaterThan(0);
+      expect(txOf(read[0]!)).toMatch(/^tx \d+ OK 13 bytes  /);
+
+      // every rx that expects an answer got exactly one tx
+      const noReply = new Set(["FORGET", "BATCH_FORGET", "INTERRUPT"]);
+      for (const l of rx(/^rx /)) {
+        if (noReply.has(l.split(" ")[2]!)) continue;
+        expect(lines.filter((t) => t.startsWith(`tx ${l.split(" ")[1]} `)).length, l).toBe(1);
+      }
+    });
+
+    fuseTest("without --debug: no trace lines", async () => {
+      const d = await startDaemon(["--transport", transport]);
+      await shOk('echo x > "$1/f" && cat "$1/f" >/dev/null', [d.mnt]);
+      expect(await d.stop()).toBe(0);
+      expect(d.stderr()).not.toMatch(/^(rx|tx) /m);
+    });
+  });
+}
