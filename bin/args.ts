@@ -2,6 +2,7 @@
 
 import type { VfsOptions } from "../lib/mountpoint.ts";
 import { applyMountOptions } from "./mount-options.ts";
+import type { StatsCommand } from "./commands/stats.ts";
 
 export const USAGE = `Usage:
   fuse-uring mount --memfs MOUNTPOINT [options]           in-memory filesystem
@@ -12,6 +13,10 @@ export const USAGE = `Usage:
   fuse-uring doctor [--json]                              check /dev/fuse, fusermount3, io_uring,
                                                           the kernel's FUSE features; exit 0 when
                                                           a mount would work
+  fuse-uring stats MOUNTPOINT [--once] [--json]           live counters of the daemon serving
+                                                          MOUNTPOINT, refreshed every second:
+                                                          requests/s and latency per opcode,
+                                                          transport, in flight, pinned memory
   fuse-uring --help | --version
 
 The mount runs in the foreground until unmounted; SIGINT/SIGTERM unmount. When it stops it
@@ -81,7 +86,7 @@ export interface DoctorCommand {
   json: boolean;
 }
 
-export type Command = { kind: "help" } | { kind: "version" } | { kind: "unmount"; mountpoint: string } | DoctorCommand | MountCommand;
+export type Command = { kind: "help" } | { kind: "version" } | StatsCommand | { kind: "unmount"; mountpoint: string } | DoctorCommand | MountCommand;
 
 function intArg(name: string, v: string | undefined, min: number, max: number): number {
   if (v === undefined) throw new UsageError(`${name} needs a value`);
@@ -110,6 +115,19 @@ export function parseArgs(argv: string[]): Command {
   if (sub === "unmount" || sub === "umount") {
     if (rest.length !== 1 || rest[0]!.startsWith("-")) throw new UsageError("unmount takes exactly one MOUNTPOINT");
     return { kind: "unmount", mountpoint: rest[0]! };
+  }
+  if (sub === "stats") {
+    const cmd: StatsCommand = { kind: "stats", mountpoint: "", once: false, json: false };
+    for (const a of rest) {
+      if (a === "--once") cmd.once = true;
+      else if (a === "--json") cmd.json = true;
+      else if (a === "--help" || a === "-h") return { kind: "help" };
+      else if (a.startsWith("-")) throw new UsageError(`stats: unknown option ${a} (--once, --json)`);
+      else if (cmd.mountpoint) throw new UsageError("stats takes exactly one MOUNTPOINT");
+      else cmd.mountpoint = a;
+    }
+    if (!cmd.mountpoint) throw new UsageError("stats needs a MOUNTPOINT");
+    return cmd;
   }
   if (sub === "doctor") {
     const cmd: DoctorCommand = { kind: "doctor", json: false };

@@ -29,6 +29,10 @@ async function main(argv: string[]): Promise<number> {
       const { unmount } = await import("./commands/unmount.ts");
       return unmount(cmd.mountpoint);
     }
+    case "stats": {
+      const { stats } = await import("./commands/stats.ts");
+      return stats(cmd);
+    }
     case "doctor": {
       const { doctor } = await import("./commands/doctor.ts");
       return doctor(cmd);

@@ -5,6 +5,8 @@ import type { InodeFS } from "../../lib/fs/types.ts";
 import { mount, type Mount } from "../../lib/mount.ts";
 import { detach, fuseDeviceAt, isDeviceMounted } from "../../lib/mountpoint.ts";
 import type { MountCommand } from "../args.ts";
+import { publishStats, statsPathFor } from "../runtime.ts";
+import { VERSION } from "../version.ts";
 
 function deadMountError(mountpoint: string): string | null {
   try {
@@ -119,8 +121,12 @@ export async function runMount(cmd: MountCommand): Promise<number> {
   }
   process.stderr.write(`fuse-uring: mounted ${label} at ${cmd.mountpoint} (transport=${m.transport}: ${m.transportReason})\n`);
   const dev = fuseDeviceAt(cmd.mountpoint);
+  // Live stats for `fuse-uring stats MNT`, found through the mount's device number.
+  const mounted = m;
+  const live = dev ? publishStats(statsPathFor(dev), () => ({ ...mounted.stats(), pid: process.pid, version: VERSION, label, device: dev })) : null;
   if (signalled) unmountNow(m);
   const reason = await m.closed;
+  live?.stop();
   const stop = stopReason(reason, signalled, dev);
   process.stderr.write(`fuse-uring: unmounted ${cmd.mountpoint} (${stop.text})\n`);
   return stop.code;

@@ -19,6 +19,7 @@ import { Dispatcher } from "./dispatch.ts";
 import { Replier, type ReplyObserver } from "./reply.ts";
 import { Request } from "./request.ts";
 import { Tracer, traceReplies } from "./trace.ts";
+import { LatencyHistograms, type LatencySummary } from "./latency.ts";
 
 export type TransportChoice = "auto" | "uring" | "classic";
 
@@ -84,6 +85,13 @@ export interface SessionStats {
   fixedBuffers: boolean;
   /** Answered requests per opcode name, e.g. { READ: 10, GETATTR: 3 }. */
   ops: Record<string, number>;
+  /** Per opcode name: count and latency (arrival → answer) p50/p99/max/mean in µs. */
+  latencyUs: Record<string, LatencySummary>;
+  /** Request slots (ring entries + classic readers): what `inflight` can reach. */
+  slots: number;
+  /** io_uring queues × depth (0 on classic). */
+  ringQueues: number;
+  ringDepth: number;
 }
 
 /** Capabilities requested from the kernel (granted = these ∩ offered). */
@@ -143,6 +151,7 @@ export class Session implements Sink, ReplyObserver {
   private seenErrors = new Set<string>();
   /** Requests answered per opcode (index = opcode; all opcodes are < 64). */
   private readonly opCounts = new Float64Array(64);
+  private readonly latency = new LatencyHistograms();
   private bufferPools = false;
   /** --debug: the rx/tx request trace (null otherwise: no trace code on the hot path). */
   private readonly tracer: Tracer | null;
@@ -217,7 +226,7 @@ export class Session implements Sink, ReplyObserver {
     else this.counters.devRequests++;
     const c = this.counters;
     if (++c.inflight > c.inflightMax) c.inflightMax = c.inflight;
-    if (this.opts.debug) req.startedAt = performance.now();
+    req.startedAt = performance.now();
     if (this.tracer) this.tracer.rx(req);
     switch (req.opcode) {
       case Op.INIT:
@@ -399,6 +408,7 @@ export class Session implements Sink, ReplyObserver {
   done(req: Request, error: number): void {
     this.scheduleFlush();
     this.opCounts[req.opcode & 63]!++;
+    this.latency.record(req.opcode, (performance.now() - req.startedAt) * 1000);
     const c = this.counters;
     c.inflight--;
     c.replies++;
@@ -457,6 +467,10 @@ export class Session implements Sink, ReplyObserver {
       bufferPools: this.bufferPools,
       fixedBuffers: u?.fixedBuffers ?? false,
       ops: this.opsByName(),
+      latencyUs: this.latency.summarize(opName),
+      slots: this.classic.slots.length + (this.uring?.slots.length ?? 0),
+      ringQueues: this.uring ? possibleCpus() : 0,
+      ringDepth: this.uring ? this.opts.queueDepth : 0,
     };
   }
 

@@ -4,6 +4,8 @@
 import { describe, expect } from "bun:test";
 import { abortConnection, BUN, CLI, cleanupAfterEach, fmt, forceUnmount, fsop, fuseMountAt, fuseTest, isMounted, run, shOk, startDaemon, TRANSPORTS, transportHooks, type Daemon } from "../helpers/index.ts";
 import { stopReason } from "../../bin/commands/mount.ts";
+import { existsSync } from "node:fs";
+import { sleep } from "../helpers/index.ts";
 
 describe("-o mount options", () => {
   cleanupAfterEach();
@@ -137,3 +139,67 @@ for (const transport of TRANSPORTS) {
     });
   });
 }
+
+describe("fuse-uring stats MNT", () => {
+  cleanupAfterEach();
+  const stats = (...args: string[]) => run([BUN, CLI, "stats", ...args], { timeoutMs: 20_000 });
+
+  fuseTest("--once finds the daemon from the mountpoint: per-opcode counts and latency, transport, in flight, pinned", async () => {
+    const d = await startDaemon([]);
+    await shOk('for i in 1 2 3 4 5; do echo "n$i" > "$1/f$i"; cat "$1/f$i" >/dev/null; done; ls -l "$1" >/dev/null', [d.mnt]);
+    const m = fuseMountAt(d.mnt)!;
+    const published = `/run/fuse-uring/${m.major}:${m.minor}.json`;
+    expect(existsSync(published)).toBe(true);
+    // The daemon publishes once a second: wait for a snapshot with our requests.
+    let snap: any = null;
+    for (let i = 0; i < 40; i++) {
+      const r = await stats(d.mnt, "--once", "--json");
+      expect(r.code, fmt(r)).toBe(0);
+      snap = JSON.parse(r.stdout);
+      if ((snap.ops.WRITE ?? 0) >= 5 && (snap.ops.READ ?? 0) >= 5) break;
+      await sleep(100);
+    }
+    expect(snap.pid).toBe(d.proc.pid);
+    expect(snap.mountpoint).toBe(d.mnt);
+    expect(snap.transport).toBe(d.transport);
+    expect(snap.ops.WRITE).toBe(5);
+    for (const op of ["WRITE", "READ", "LOOKUP"]) {
+      const l = snap.latencyUs[op];
+      expect(l.count, op).toBe(snap.ops[op]);
+      expect(l.p50, op).toBeGreaterThan(0);
+      expect(l.p99, op).toBeGreaterThanOrEqual(l.p50);
+      expect(l.max, op).toBeGreaterThanOrEqual(l.p99);
+    }
+    expect(snap.slots).toBeGreaterThan(0);
+    if (d.transport === "uring") expect(snap.pinnedBytes).toBeGreaterThan(0);
+
+    const t = await stats(d.mnt, "--once");
+    expect(t.code, fmt(t)).toBe(0);
+    expect(t.stdout).toContain(`transport ${d.transport}`);
+    expect(t.stdout).toMatch(/in flight \d+ of \d+ slots/);
+    expect(t.stdout).toMatch(/pinned [\d.]+ MiB/);
+    expect(t.stdout).toMatch(/^WRITE +[\d.]+ +5 +[\d.]+(µs|ms) +[\d.]+(µs|ms) +[\d.]+(µs|ms)$/m);
+
+    expect(await d.stop()).toBe(0);
+    expect(existsSync(published)).toBe(false); // cleaned up at exit
+    const gone = await stats(d.mnt, "--once");
+    expect(gone.code).toBe(1);
+    expect(gone.stderr).toContain("not a FUSE mount");
+  });
+
+  fuseTest("live view refreshes every second until interrupted", async () => {
+    const d = await startDaemon([]);
+    const r = await run(["timeout", "--preserve-status", "-s", "INT", "2.6", BUN, CLI, "stats", d.mnt], { timeoutMs: 20_000 });
+    expect(r.code, fmt(r)).toBe(0);
+    expect(r.stdout.match(/^OPCODE/gm)?.length ?? 0, r.stdout).toBeGreaterThanOrEqual(2);
+    expect(await d.stop()).toBe(0);
+  });
+
+  fuseTest("bad arguments → usage, exit 2", async () => {
+    for (const args of [[], ["--once"], ["/a", "/b"], ["/a", "--frob"]]) {
+      const r = await stats(...args);
+      expect(r.code, fmt(r)).toBe(2);
+      expect(r.stderr).toContain("Usage:");
+    }
+  });
+});
