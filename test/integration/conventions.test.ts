@@ -203,3 +203,46 @@ describe("fuse-uring stats MNT", () => {
     }
   });
 });
+
+describe("scripting: tree() produces content at open, paths() creates through writeFile", () => {
+  cleanupAfterEach();
+  const script = (path: string) => (mnt: string, args: string[]) => [BUN, CLI, "mount", path, mnt, ...args];
+  const calls = async (mnt: string) => JSON.parse(await shOk('cat "$1/calls.txt"', [mnt]));
+
+  fuseTest("ls -l, stat and lookups never run producers; open does; its error is the open's", async () => {
+    const d = await startDaemon([], { command: script("./test/fixtures/tree-lazy.ts") });
+    // Listing and stat: every entry visible with normal attributes, no producer ran.
+    const ls = await shOk('ls -l "$1"; stat -c "%n %s %F" "$1/slow.txt" "$1/bad.txt" "$1/denied.txt"; ls -l "$1/bad.txt"', [d.mnt]);
+    expect(ls).not.toContain("?");
+    expect(ls).toMatch(/^-r--r--r-- .* bad\.txt$/m);
+    expect(ls).toContain("slow.txt 0 regular");
+    expect(await calls(d.mnt)).toEqual({ slow: 0, bad: 0, denied: 0 });
+
+    // Reading produces once and serves every byte; stat then knows the size.
+    const slow = await shOk('cat "$1/slow.txt"', [d.mnt]);
+    expect(slow).toBe("slow content\n".repeat(100));
+    expect((await calls(d.mnt)).slow).toBe(1);
+    expect((await shOk('stat -c %s "$1/slow.txt"', [d.mnt])).trim()).toBe("1300");
+    expect((await calls(d.mnt)).slow).toBe(1);
+
+    // A producer's error is the reader's error: EIO for a plain Error, the FuseError's errno.
+    const bad = await fsop("read", `${d.mnt}/bad.txt`);
+    expect(bad.code, JSON.stringify(bad)).toBe("EIO");
+    const denied = await fsop("read", `${d.mnt}/denied.txt`);
+    expect(denied.code, JSON.stringify(denied)).toBe("EACCES");
+    expect(await calls(d.mnt)).toMatchObject({ bad: 1, denied: 1 });
+    // … and the entries stay listed.
+    expect((await shOk('ls "$1"', [d.mnt])).split("\n")).toContain("bad.txt");
+    expect(await d.stop()).toBe(0);
+  });
+
+  fuseTest("the README's paths() example creates files: echo x > MNT/new", async () => {
+    const d = await startDaemon([], { command: script("./test/fixtures/paths-readme.ts") });
+    await shOk('echo x > "$1/new"', [d.mnt]);
+    expect(await shOk('cat "$1/new"', [d.mnt])).toBe("x\n");
+    expect((await shOk('ls "$1"', [d.mnt])).trim().split("\n").sort()).toEqual(["greeting", "new"]);
+    await shOk('echo again >> "$1/greeting"', [d.mnt]);
+    expect(await shOk('cat "$1/greeting"', [d.mnt])).toBe("hello\nagain\n");
+    expect(await d.stop()).toBe(0);
+  });
+});
