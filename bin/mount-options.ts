@@ -100,3 +100,8 @@ export function applyMountOptions(cmd: OptionTarget, list: string): void {
     set(cmd, value, name);
   }
 }
+
+/** Whether `name` is an option `-o` accepts (or ignores as mount(8)/fstab bookkeeping). */
+export function isKnownMountOption(name: string): boolean {
+  return name in MOUNT_OPTIONS || BOOKKEEPING.has(name) || name.startsWith("x-") || name === "comment";
+}

@@ -65,7 +65,8 @@ export const EXIT = { unmount: 0, signal: 0, error: 1, usage: 2, aborted: 3 } as
 export function stopReason(reason: string, signal: string | null, dev: string | null): { text: string; code: number } {
   if (signal) return { text: `signal ${signal}`, code: EXIT.signal };
   if (/abort/i.test(reason)) return { text: "connection aborted", code: EXIT.aborted };
-  if (reason === "unmounted") {
+  // The transports may see the end as ENODEV (/dev/fuse) or ENOTCONN (ring entries) first.
+  if (reason === "unmounted" || /\b(ENOTCONN|ENODEV)\b/.test(reason)) {
     if (dev && isDeviceMounted(dev)) return { text: "connection aborted", code: EXIT.aborted };
     return { text: "unmount", code: EXIT.unmount };
   }

@@ -88,6 +88,7 @@ describe("stop reasons (unit)", () => {
     expect(stopReason("unmounted", "SIGINT", null)).toEqual({ text: "signal SIGINT", code: 0 });
     expect(stopReason("connection aborted", null, null)).toEqual({ text: "connection aborted", code: 3 });
     expect(stopReason("unmounted", null, "0:999999")).toEqual({ text: "unmount", code: 0 });
+    expect(stopReason("transport stopped: ENOTCONN", null, "0:999999")).toEqual({ text: "unmount", code: 0 });
   });
 });
 
