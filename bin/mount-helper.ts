@@ -8,11 +8,11 @@
 // the daemon cleanly (its stop line goes to the log).
 // Exit codes as mount(8) helpers use them: 0 mounted, 1 bad invocation, 32 mount failure.
 
-import { closeSync, existsSync, mkdirSync, openSync, readFileSync, statSync } from "node:fs";
+import { closeSync, existsSync, openSync, readFileSync, rmSync, statSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { parseArgs, UsageError } from "./args.ts";
 import { isKnownMountOption } from "./mount-options.ts";
-import { runtimeDir } from "./runtime.ts";
+import { ensureRuntimeDir, runtimeDir } from "./runtime.ts";
 
 const ME = "mount.fuse.fuse-uring";
 const CLI = join(import.meta.dir, "fuse-uring.ts");
@@ -110,8 +110,9 @@ async function main(argv: string[]): Promise<number> {
   if (a.fake) return 0;
 
   const log = logPathFor(a.mountpoint);
-  mkdirSync(runtimeDir(), { recursive: true, mode: 0o755 });
-  const fd = openSync(log, "w", 0o644);
+  if (!ensureRuntimeDir()) throw new HelperError(`${runtimeDir()} is not a directory only this user can write (set FUSE_URING_RUNTIME_DIR)`, 32);
+  rmSync(log, { force: true });
+  const fd = openSync(log, "wx", 0o644);
   const cmd = [process.execPath, CLI, ...args];
   if (a.verbose) process.stderr.write(`${ME}: ${cmd.join(" ")} (log: ${log})\n`);
   // Own session (detached), no stdin, output only to the log: the daemon outlives this helper
