@@ -46,7 +46,7 @@ export function openFlagNames(flags: number): string {
       rest &= ~bit;
     }
   }
-  if (rest) parts.push(`0x${rest.toString(16)}`);
+  if (rest) parts.push(`0x${(rest >>> 0).toString(16)}`);
   return parts.join("|");
 }
 
@@ -59,7 +59,7 @@ function bitNames(flags: number, names: [number, string][]): string {
       rest &= ~bit;
     }
   }
-  if (rest) parts.push(`0x${rest.toString(16)}`);
+  if (rest) parts.push(`0x${(rest >>> 0).toString(16)}`);
   return parts.length ? parts.join("|") : "0";
 }
 

@@ -76,7 +76,10 @@ for (const transport of TRANSPORTS) {
       if (!r.exited) await d.kill();
       expect(r.exited, d.stderr()).toBe(true);
       expect(r.code, d.stderr()).toBe(3);
-      expect(stopLines(d)).toEqual([`fuse-uring: unmounted ${d.mnt} (connection aborted)`]);
+      const lines = stopLines(d);
+      expect(lines.length, d.stderr()).toBe(1);
+      // (the session may add what it did about the dead mount after the reason)
+      expect(lines[0]).toStartWith(`fuse-uring: unmounted ${d.mnt} (connection aborted`);
       forceUnmount(d.mnt);
     });
   });
