@@ -30,7 +30,7 @@ describe("CLI arguments", () => {
   test("--help documents every option and exits 0", () => {
     const r = cli(["--help"]);
     expect(r.code).toBe(0);
-    for (const opt of ["--transport", "--queue-depth", "--max-write", "--stats-file", "--debug", "--allow-other", "--ro", "--fsname", "--subtype"]) {
+    for (const opt of ["--transport", "--queue-depth", "--max-write", "--stats-file", "--debug", "--allow-other", "--ro", "--fsname", "--subtype", "-o OPT", "--version", "fuse-uring stats MOUNTPOINT", "3  connection aborted"]) {
       expect(r.out).toContain(opt);
     }
   });
