@@ -71,7 +71,7 @@ export function formatSnapshot(s: Snapshot, prev: Snapshot | null): string {
     `fuse-uring ${s.version}  ${s.mountpoint}  (${s.label})  pid ${s.pid}  up ${duration(s.uptimeMs)}`,
     `transport ${transport}: ${s.transportReason}`,
     `requests ${requests} (ring ${s.ringRequests}, /dev/fuse ${s.devRequests})  errors ${s.errors}  interrupts ${s.interrupts}  forgets ${s.forgets}`,
-    `in flight ${s.inflight} of ${s.slots} slots (max ${s.inflightMax})  pinned ${mib(s.pinnedBytes)}  fixed buffers ${s.fixedBuffers ? "yes" : "no"} (${s.fixedIo} fixed I/O)  wakeups ${s.wakeups}`,
+    `in flight ${s.inflight} of ${s.slots} slots (max ${s.inflightMax})${s.queueInflight?.length ? `  queues [${s.queueInflight.map((n) => `${n}/${s.ringDepth}`).join(" ")}]` : ""}  pinned ${mib(s.pinnedBytes)}  fixed buffers ${s.fixedBuffers ? "yes" : "no"} (${s.fixedIo} fixed I/O)  wakeups ${s.wakeups}`,
     "",
     `${"OPCODE".padEnd(16)}${(base ? "REQ/S" : "REQ/S avg").padStart(10)}${"TOTAL".padStart(10)}${"P50".padStart(9)}${"P99".padStart(9)}${"MAX".padStart(9)}`,
   ];

@@ -92,6 +92,8 @@ export interface SessionStats {
   /** io_uring queues × depth (0 on classic). */
   ringQueues: number;
   ringDepth: number;
+  /** Requests being handled right now per io_uring queue (queue use; [] on classic). */
+  queueInflight: number[];
 }
 
 /** Capabilities requested from the kernel (granted = these ∩ offered). */
@@ -471,7 +473,17 @@ export class Session implements Sink, ReplyObserver {
       slots: this.classic.slots.length + (this.uring?.slots.length ?? 0),
       ringQueues: this.uring ? possibleCpus() : 0,
       ringDepth: this.uring ? this.opts.queueDepth : 0,
+      queueInflight: this.queueInflight(),
     };
+  }
+
+  /** Busy ring entries per queue (entry i belongs to queue i / depth, as the shim registers them). */
+  private queueInflight(): number[] {
+    if (!this.uring) return [];
+    const depth = this.opts.queueDepth;
+    const out = new Array<number>(Math.ceil(this.uring.slots.length / depth)).fill(0);
+    for (const r of this.reqs.get(this.uring) ?? []) if (r.busy) out[Math.floor(r.slot.index / depth)]!++;
+    return out;
   }
 
   private opsByName(): Record<string, number> {

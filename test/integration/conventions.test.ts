@@ -5,7 +5,7 @@ import { describe, expect } from "bun:test";
 import { abortConnection, BUN, CLI, cleanupAfterEach, fmt, forceUnmount, fsop, fuseMountAt, fuseTest, isMounted, run, shOk, startDaemon, TRANSPORTS, transportHooks, type Daemon } from "../helpers/index.ts";
 import { stopReason } from "../../bin/commands/mount.ts";
 import { existsSync } from "node:fs";
-import { sleep } from "../helpers/index.ts";
+import { sleep, spawnBg } from "../helpers/index.ts";
 
 describe("-o mount options", () => {
   cleanupAfterEach();
@@ -189,6 +189,26 @@ describe("fuse-uring stats MNT", () => {
     const gone = await stats(d.mnt, "--once");
     expect(gone.code).toBe(1);
     expect(gone.stderr).toContain("not a FUSE mount");
+  });
+
+  fuseTest("in flight and queue use: a request held by a slow handler shows up", async () => {
+    const d = await startDaemon([], { command: (mnt) => [BUN, CLI, "mount", "./test/fixtures/tree-lazy.ts", mnt] });
+    const reader = spawnBg(["cat", `${d.mnt}/stall.txt`], { timeoutMs: 20_000 });
+    let snap: any = null;
+    for (let i = 0; i < 30; i++) {
+      snap = JSON.parse((await stats(d.mnt, "--once", "--json")).stdout);
+      if (snap.inflight >= 1) break;
+      await sleep(100);
+    }
+    expect(snap.inflight, JSON.stringify(snap)).toBeGreaterThanOrEqual(1);
+    if (snap.transport === "uring") {
+      expect(snap.queueInflight.length).toBe(snap.ringQueues);
+      expect(snap.queueInflight.reduce((a: number, b: number) => a + b, 0)).toBeGreaterThanOrEqual(1);
+      expect((await stats(d.mnt, "--once")).stdout).toMatch(/queues \[(\d+\/\d+ ?)+\]/);
+    } else expect(snap.queueInflight).toEqual([]);
+    const r = await reader.done;
+    expect(r.stdout, fmt(r)).toBe("stalled\n");
+    expect(await d.stop()).toBe(0);
   });
 
   fuseTest("live view refreshes every second until interrupted", async () => {
