@@ -1,5 +1,9 @@
 // Command-line parsing. Every mistake raises UsageError (printed with the usage, exit 2).
 
+import type { VfsOptions } from "../lib/mountpoint.ts";
+import { applyMountOptions } from "./mount-options.ts";
+import type { StatsCommand } from "./commands/stats.ts";
+
 export const USAGE = `Usage:
   fuse-uring mount --memfs MOUNTPOINT [options]           in-memory filesystem
   fuse-uring mount --passthrough SRC MOUNTPOINT [options] mirror directory SRC
@@ -9,9 +13,18 @@ export const USAGE = `Usage:
   fuse-uring doctor [--json]                              check /dev/fuse, fusermount3, io_uring,
                                                           the kernel's FUSE features; exit 0 when
                                                           a mount would work
-  fuse-uring --help
+  fuse-uring stats MOUNTPOINT [--once] [--json]           live counters of the daemon serving
+                                                          MOUNTPOINT, refreshed every second:
+                                                          requests/s and latency per opcode,
+                                                          transport, in flight, pinned memory
+  fuse-uring --help | --version
 
-The mount runs in the foreground until unmounted; SIGINT/SIGTERM unmount and exit 0.
+The mount runs in the foreground until unmounted; SIGINT/SIGTERM unmount. When it stops it
+prints one line, "fuse-uring: unmounted MOUNTPOINT (REASON)", and exits with:
+  0  unmount (umount, fuse-uring unmount) or signal SIGTERM/SIGINT
+  1  error (the mount failed, or the connection ended for another reason)
+  2  bad command line (usage)
+  3  connection aborted (echo 1 > /sys/fs/fuse/connections/N/abort)
 
 Options:
   --transport auto|uring|classic  wire transport (default auto: io_uring when the kernel
@@ -28,7 +41,8 @@ Options:
                                   backing fd (the passthrough's) are served by the shim, no
                                   JavaScript per request; js: every request goes to handlers
   --stats-file PATH               write counters as JSON every second and at exit
-  --debug                         log INIT negotiation and one line per request
+  --debug                         log INIT negotiation and trace requests (rx/tx lines:
+                                  names, offsets, sizes, flags, result, latency)
   --allow-other                   let other users access the mount
   --no-default-permissions        do not let the kernel check mode bits
   --ro                            mount read-only
@@ -39,6 +53,14 @@ Options:
                                   READ_FIXED/WRITE_FIXED on registered buffers (comparison)
   --entry-ttl S, --attr-ttl S     kernel cache lifetimes in seconds (default 1)
   --negative-ttl S                cache "no such file" answers for S seconds (default 0)
+  -o OPT[,OPT…]                   mount options as in mount(8)/fstab/libfuse (repeatable):
+      ro, rw, allow_other, default_permissions, no_default_permissions, fsname=NAME,
+      subtype=NAME, max_read=N, max_write=N, entry_timeout=S, attr_timeout=S,
+      negative_timeout=S, writeback_cache, debug, nosuid, suid, nodev, dev, noexec, exec,
+      noatime, atime, relatime, nodiratime, diratime, sync, async, dirsync,
+      transport=auto|uring|classic, queue_depth=N, stats_file=PATH, kernel_passthrough,
+      no_fixed_buffers; ignored: defaults, auto, noauto, user, users, nouser, _netdev,
+      nofail, x-*, comment=…; anything else is an error
 `;
 
 export class UsageError extends Error {}
@@ -68,6 +90,8 @@ export interface MountCommand {
   entryTtl: number;
   attrTtl: number;
   negativeTtl: number;
+  /** VFS flags and kernel options from -o (noexec, noatime, max_read=, …). */
+  vfs?: VfsOptions;
 }
 
 export interface DoctorCommand {
@@ -75,7 +99,7 @@ export interface DoctorCommand {
   json: boolean;
 }
 
-export type Command = { kind: "help" } | { kind: "unmount"; mountpoint: string } | DoctorCommand | MountCommand;
+export type Command = { kind: "help" } | { kind: "version" } | StatsCommand | { kind: "unmount"; mountpoint: string } | DoctorCommand | MountCommand;
 
 function intArg(name: string, v: string | undefined, min: number, max: number): number {
   if (v === undefined) throw new UsageError(`${name} needs a value`);
@@ -100,9 +124,23 @@ export function parseArgs(argv: string[]): Command {
   if (argv.length === 0) throw new UsageError("missing command");
   const [sub, ...rest] = argv;
   if (sub === "--help" || sub === "-h" || sub === "help") return { kind: "help" };
+  if (sub === "--version" || sub === "-V" || sub === "version") return { kind: "version" };
   if (sub === "unmount" || sub === "umount") {
     if (rest.length !== 1 || rest[0]!.startsWith("-")) throw new UsageError("unmount takes exactly one MOUNTPOINT");
     return { kind: "unmount", mountpoint: rest[0]! };
+  }
+  if (sub === "stats") {
+    const cmd: StatsCommand = { kind: "stats", mountpoint: "", once: false, json: false };
+    for (const a of rest) {
+      if (a === "--once") cmd.once = true;
+      else if (a === "--json") cmd.json = true;
+      else if (a === "--help" || a === "-h") return { kind: "help" };
+      else if (a.startsWith("-")) throw new UsageError(`stats: unknown option ${a} (--once, --json)`);
+      else if (cmd.mountpoint) throw new UsageError("stats takes exactly one MOUNTPOINT");
+      else cmd.mountpoint = a;
+    }
+    if (!cmd.mountpoint) throw new UsageError("stats needs a MOUNTPOINT");
+    return cmd;
   }
   if (sub === "doctor") {
     const cmd: DoctorCommand = { kind: "doctor", json: false };
@@ -129,6 +167,12 @@ export function parseArgs(argv: string[]): Command {
     const value = () => (inline !== undefined ? inline : rest[++i]);
     switch (flag) {
       case "--help": case "-h": return { kind: "help" };
+      case "-o": {
+        const list = rest[++i];
+        if (list === undefined) throw new UsageError("-o needs a comma-separated list of mount options");
+        applyMountOptions(cmd, list);
+        break;
+      }
       case "--memfs": cmd.fs = { type: "memfs" }; break;
       case "--passthrough": cmd.fs = { type: "passthrough", source: strArg(flag, value()) }; break;
       case "--transport": {
@@ -160,6 +204,10 @@ export function parseArgs(argv: string[]): Command {
       case "--attr-ttl": cmd.attrTtl = numArg(flag, value()); break;
       case "--negative-ttl": cmd.negativeTtl = numArg(flag, value()); break;
       default:
+        if (a.startsWith("-o") && a.length > 2) {
+          applyMountOptions(cmd, a.slice(2)); // -oro,fsname=x
+          break;
+        }
         if (a.startsWith("-")) throw new UsageError(`unknown option ${a}`);
         positional.push(a);
     }

@@ -4,8 +4,10 @@ import { resolve } from "node:path";
 import { statSync } from "node:fs";
 import type { InodeFS } from "../../lib/fs/types.ts";
 import { mount, type Mount } from "../../lib/mount.ts";
-import { detach } from "../../lib/mountpoint.ts";
+import { detach, fuseDeviceAt, isDeviceMounted } from "../../lib/mountpoint.ts";
 import type { MountCommand } from "../args.ts";
+import { publishStats, statsPathFor } from "../runtime.ts";
+import { VERSION } from "../version.ts";
 
 function deadMountError(mountpoint: string): string | null {
   try {
@@ -50,6 +52,26 @@ async function loadFilesystem(cmd: MountCommand): Promise<{ fs: InodeFS; label: 
       return { fs: await loadScript(cmd.fs.path, { args: cmd.fs.args, mountpoint: cmd.mountpoint }), label: cmd.fs.path };
     }
   }
+}
+
+/** Exit codes of `fuse-uring mount` (documented in USAGE and README). */
+export const EXIT = { unmount: 0, signal: 0, error: 1, usage: 2, aborted: 3 } as const;
+
+/**
+ * How the session ended, as the one stop line names it, and the exit code that tells the ways
+ * apart. `reason` is the session's end reason (Mount.closed). A connection aborted through
+ * fusectl leaves its mount (device `dev`) in place, which identifies it also when the session
+ * reports the end generically.
+ */
+export function stopReason(reason: string, signal: string | null, dev: string | null): { text: string; code: number } {
+  if (signal) return { text: `signal ${signal}`, code: EXIT.signal };
+  if (/abort/i.test(reason)) return { text: "connection aborted", code: EXIT.aborted };
+  // The transports may see the end as ENODEV (/dev/fuse) or ENOTCONN (ring entries) first.
+  if (reason === "unmounted" || /\b(ENOTCONN|ENODEV)\b/.test(reason)) {
+    if (dev && isDeviceMounted(dev)) return { text: "connection aborted", code: EXIT.aborted };
+    return { text: "unmount", code: EXIT.unmount };
+  }
+  return { text: `error: ${reason}`, code: EXIT.error };
 }
 
 export async function runMount(cmd: MountCommand): Promise<number> {
@@ -104,14 +126,21 @@ export async function runMount(cmd: MountCommand): Promise<number> {
       entryTtl: cmd.entryTtl,
       attrTtl: cmd.attrTtl,
       negativeTtl: cmd.negativeTtl,
+      vfs: cmd.vfs,
     });
   } catch (e) {
     process.stderr.write(`fuse-uring: cannot mount ${label} at ${cmd.mountpoint}: ${e instanceof Error ? e.message : String(e)}\n`);
     return 1;
   }
   process.stderr.write(`fuse-uring: mounted ${label} at ${cmd.mountpoint} (transport=${m.transport}: ${m.transportReason})\n`);
+  const dev = fuseDeviceAt(cmd.mountpoint);
+  // Live stats for `fuse-uring stats MNT`, found through the mount's device number.
+  const mounted = m;
+  const live = dev ? publishStats(statsPathFor(dev), () => ({ ...mounted.stats(), pid: process.pid, version: VERSION, label, device: dev })) : null;
   if (signalled) unmountNow(m);
   const reason = await m.closed;
-  if (cmd.debug) process.stderr.write(`fuse-uring: session ended (${reason})\n`);
-  return 0;
+  live?.stop();
+  const stop = stopReason(reason, signalled, dev);
+  process.stderr.write(`fuse-uring: unmounted ${cmd.mountpoint} (${stop.text})\n`);
+  return stop.code;
 }

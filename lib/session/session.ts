@@ -22,6 +22,8 @@ import { WorkerPool, type RingPlan, type WorkerInit, type WorkerModule } from ".
 import { Dispatcher } from "./dispatch.ts";
 import { Replier, type ReplyObserver } from "./reply.ts";
 import { Request } from "./request.ts";
+import { Tracer, traceReplies } from "./trace.ts";
+import { LatencyHistograms, type LatencySummary } from "./latency.ts";
 
 export type TransportChoice = "auto" | "uring" | "classic";
 
@@ -123,6 +125,15 @@ export interface SessionStats {
   fixedBuffers: boolean;
   /** Answered requests per opcode name, e.g. { READ: 10, GETATTR: 3 }. */
   ops: Record<string, number>;
+  /** Per opcode name: count and latency (arrival → answer) p50/p99/max/mean in µs. */
+  latencyUs: Record<string, LatencySummary>;
+  /** Request slots (ring entries + classic readers): what `inflight` can reach. */
+  slots: number;
+  /** io_uring queues × depth (0 on classic). */
+  ringQueues: number;
+  ringDepth: number;
+  /** Requests being handled right now per io_uring queue (queue use; [] on classic). */
+  queueInflight: number[];
   /** Per serving thread (main, then each worker): requests, wake-ups from another thread,
    *  io_uring_enter calls and CQEs. */
   threads: ThreadStats[];
@@ -192,8 +203,11 @@ export class Session implements Sink, ReplyObserver {
   private seenErrors = new Set<string>();
   /** Requests answered per opcode (index = opcode; all opcodes are < 64). */
   private readonly opCounts = new Float64Array(64);
+  private readonly latency = new LatencyHistograms();
   private bufferPools = false;
   private dataPlane: DataPlane | null = null;
+  /** --debug: the rx/tx request trace (null otherwise: no trace code on the hot path). */
+  private readonly tracer: Tracer | null;
   initInfo: InitInfo | null = null;
 
   private readyResolve!: (info: InitInfo) => void;
@@ -227,6 +241,7 @@ export class Session implements Sink, ReplyObserver {
       this.dataPlane = this.opts.dataPlaneShare ? new DataPlane(0, this.opts.dataPlaneShare) : new DataPlane();
       this.dispatcher.dataPlane = this.dataPlane;
     }
+    this.tracer = this.opts.debug ? new Tracer(this.opts.log) : null;
     if (this.opts.role === "worker") return; // no /dev/fuse reader: the main thread has it
     if (this.opts.workers > 1) {
       if (!this.opts.workerModule) throw new Error("fuse-uring: workers > 1 needs a filesystem module path (each worker imports its own copy)");
@@ -241,6 +256,7 @@ export class Session implements Sink, ReplyObserver {
     });
     if (this.dataPlane) this.classic.setDataPlane(this.dataPlane.handle);
     this.reqs.set(this.classic, this.classic.slots.map((s) => new Request(s)));
+    if (this.tracer) traceReplies(this.classic, this.tracer, (slot) => this.reqs.get(slot.source)![slot.index]!);
   }
 
   /** Start reading /dev/fuse; call after the fd is attached to a mount. */
@@ -287,7 +303,8 @@ export class Session implements Sink, ReplyObserver {
     this.dataPlane?.unmapRequest(req.opcode, h);
     const c = this.counters;
     if (++c.inflight > c.inflightMax) c.inflightMax = c.inflight;
-    if (this.opts.debug) req.startedAt = performance.now();
+    req.startedAt = performance.now();
+    if (this.tracer) this.tracer.rx(req);
     switch (req.opcode) {
       case Op.INIT:
         return this.handleInit(req);
@@ -389,6 +406,7 @@ export class Session implements Sink, ReplyObserver {
     // The ring submits the I/O with its next enter (scheduled by io()).
     const ringIo = (slot: Slot, kind: 1 | 2, fd: number, offset: number, len: number) => ring.io(slot, kind, fd, offset, len);
     this.reqs.set(ring, ring.slots.map((s) => Object.assign(new Request(s), { ringIo })));
+    if (this.tracer) traceReplies(ring, this.tracer, (slot) => this.reqs.get(slot.source)![slot.index]!);
   }
 
   /** Worker thread: INIT was answered by the main thread; register the entries and serve. */
@@ -526,14 +544,11 @@ export class Session implements Sink, ReplyObserver {
   // ---- ReplyObserver --------------------------------------------------------------------------
   done(req: Request, error: number): void {
     this.opCounts[req.opcode & 63]!++;
+    this.latency.record(req.opcode, (performance.now() - req.startedAt) * 1000);
     const c = this.counters;
     c.inflight--;
     c.replies++;
     if (error) c.errors++;
-    if (this.opts.debug) {
-      const ms = (performance.now() - req.startedAt).toFixed(3);
-      this.opts.log(`fuse: #${req.uniqueNumber} ${opName(req.opcode)} node=${req.nodeid} → ${error ? errnoName(error) : "OK"} ${ms} ms [${req.slot.source.kind}]`);
-    }
   }
 
   unexpected(req: Request, err: unknown): void {
@@ -615,7 +630,21 @@ export class Session implements Sink, ReplyObserver {
         requests: this.counters.ringRequests + this.counters.devRequests + (u?.nativeRequests ?? 0) + (c.nativeRequests ?? 0),
         wakeups: this.counters.wakeups, enters: u?.enters ?? 0, cqes: u?.cqes ?? 0,
       }],
+      latencyUs: this.latency.summarize(opName),
+      slots: (this.classic?.slots.length ?? 0) + (this.uring?.slots.length ?? 0),
+      ringQueues: this.uring ? possibleCpus() : 0,
+      ringDepth: this.uring ? this.opts.queueDepth : 0,
+      queueInflight: this.queueInflight(),
     };
+  }
+
+  /** Busy ring entries per queue (entry i belongs to queue i / depth, as the shim registers them). */
+  private queueInflight(): number[] {
+    if (!this.uring) return [];
+    const depth = this.opts.queueDepth;
+    const out = new Array<number>(Math.ceil(this.uring.slots.length / depth)).fill(0);
+    for (const r of this.reqs.get(this.uring) ?? []) if (r.busy) out[Math.floor(r.slot.index / depth)]!++;
+    return out;
   }
 
   private opsByName(): Record<string, number> {

@@ -132,9 +132,9 @@ function fdCount(pid: number): number {
   }
 }
 
-/** READ/WRITE requests the daemon logged with --debug (`fuse: #N READ node=…`). */
+/** READ/WRITE requests the daemon logged with --debug (`rx N READ nX …`). */
 function debugOps(stderr: string, op: string): number {
-  return stderr.split("\n").filter((l) => l.startsWith("fuse: #") && l.includes(` ${op} node=`)).length;
+  return stderr.split("\n").filter((l) => l.startsWith("rx ") && l.split(" ")[2] === op).length;
 }
 
 function requestCount(s: Stats): number {
