@@ -360,6 +360,16 @@ export class Session implements Sink, ReplyObserver {
   onStopped(source: Source, errno: number): void {
     if (source === this.uring) this.uring.markStopped();
     this.stoppedSources.add(source);
+    const normalRingEnd = errno === 0 || errno === Errno.ENOTCONN || errno === Errno.ECONNABORTED || errno === Errno.ECANCELED;
+    if (source === this.uring && this.classic && !this.stoppedSources.has(this.classic)) {
+      // Entries complete with ENOTCONN on unmount and on abort alike: the /dev/fuse reader
+      // says which (ENODEV / ECONNABORTED) and ends the session.
+      if (normalRingEnd) return;
+      this.opts.log(`fuse-uring: io_uring engine stopped (${errnoName(errno)}); ending the session so no caller waits on a queue without entries`);
+    }
+    if (source === this.uring && !this.classic && normalRingEnd && !this.endReason) {
+      this.endReason = errno === Errno.ECONNABORTED ? "connection aborted" : "unmounted"; // worker thread
+    }
     if (!this.endReason) this.endReason = errno === Errno.ENODEV ? "unmounted" : errno === Errno.ECONNABORTED ? "connection aborted" : `transport stopped: ${errnoName(errno)}`;
     if (this.transport === "pending") this.readyReject(new Error(`connection ended before INIT (${this.endReason})`));
     // The classic reader ending means the connection is gone; the rings follow (their entries
