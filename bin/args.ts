@@ -5,6 +5,8 @@ export const USAGE = `Usage:
   fuse-uring mount --passthrough SRC MOUNTPOINT [options] mirror directory SRC
   fuse-uring mount ./myfs.ts MOUNTPOINT [options] [-- ARGS…]  filesystem from a script
                                                           (ARGS go to its default export)
+  fuse-uring mount --watch ./myfs.ts MOUNTPOINT [options]  the same, reloaded in place whenever
+                                                          the script or a file it imports changes
   fuse-uring unmount MOUNTPOINT                           unmount (also after a crash)
   fuse-uring doctor [--json]                              check /dev/fuse, fusermount3, io_uring,
                                                           the kernel's FUSE features; exit 0 when
@@ -20,6 +22,8 @@ Options:
   --queue-depth N                 io_uring entries per queue (default 8; queues = CPUs)
   --max-write BYTES               largest READ/WRITE request, 4096..1048576 (default 1048576)
   --stats-file PATH               write counters as JSON every second and at exit
+  --watch                         (script) hot reload: swap in the edited script without
+                                  unmounting; SIGHUP reloads at once
   --debug                         log INIT negotiation and one line per request
   --allow-other                   let other users access the mount
   --no-default-permissions        do not let the kernel check mode bits
@@ -55,6 +59,8 @@ export interface MountCommand {
   entryTtl: number;
   attrTtl: number;
   negativeTtl: number;
+  /** Hot-reload the script when it (or a local file it imports) changes. */
+  watch: boolean;
 }
 
 export interface DoctorCommand {
@@ -106,7 +112,7 @@ export function parseArgs(argv: string[]): Command {
   const cmd: Omit<MountCommand, "fs" | "mountpoint"> & { fs?: MountCommand["fs"] } = {
     kind: "mount", transport: "auto", queueDepth: 8, maxWrite: 1 << 20, debug: false, allowOther: false,
     defaultPermissions: true, readOnly: false, writebackCache: false, kernelPassthrough: false, fixedBuffers: true,
-    entryTtl: 1, attrTtl: 1, negativeTtl: 0,
+    entryTtl: 1, attrTtl: 1, negativeTtl: 0, watch: false,
   };
   const dashdash = rest.indexOf("--");
   const scriptArgs = dashdash >= 0 ? rest.splice(dashdash).slice(1) : [];
@@ -139,6 +145,7 @@ export function parseArgs(argv: string[]): Command {
       case "--entry-ttl": cmd.entryTtl = numArg(flag, value()); break;
       case "--attr-ttl": cmd.attrTtl = numArg(flag, value()); break;
       case "--negative-ttl": cmd.negativeTtl = numArg(flag, value()); break;
+      case "--watch": cmd.watch = true; break;
       default:
         if (a.startsWith("-")) throw new UsageError(`unknown option ${a}`);
         positional.push(a);
@@ -150,5 +157,6 @@ export function parseArgs(argv: string[]): Command {
   } else if (scriptArgs.length) throw new UsageError("arguments after -- are for a script filesystem");
   if (positional.length !== 1) throw new UsageError(positional.length === 0 ? "missing MOUNTPOINT" : `unexpected arguments: ${positional.slice(1).join(" ")}`);
   if (cmd.kernelPassthrough && cmd.fs.type !== "passthrough") throw new UsageError("--kernel-passthrough needs --passthrough SRC");
+  if (cmd.watch && cmd.fs.type !== "script") throw new UsageError("--watch needs a script filesystem (fuse-uring mount --watch ./myfs.ts MOUNTPOINT)");
   return { ...cmd, fs: cmd.fs, mountpoint: positional[0]! } as MountCommand;
 }

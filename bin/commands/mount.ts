@@ -4,6 +4,7 @@ import { statSync } from "node:fs";
 import type { InodeFS } from "../../lib/fs/types.ts";
 import { mount, type Mount } from "../../lib/mount.ts";
 import { detach } from "../../lib/mountpoint.ts";
+import type { ScriptVersion } from "../../lib/script.ts";
 import type { MountCommand } from "../args.ts";
 
 function deadMountError(mountpoint: string): string | null {
@@ -34,7 +35,7 @@ export function cleanStaleMount(mountpoint: string, log: (line: string) => void)
   return `${mountpoint} is still a dead FUSE mount after 8 lazy unmounts`;
 }
 
-async function loadFilesystem(cmd: MountCommand): Promise<{ fs: InodeFS; label: string }> {
+async function loadFilesystem(cmd: MountCommand): Promise<{ fs: InodeFS; label: string; script?: ScriptVersion }> {
   switch (cmd.fs.type) {
     case "memfs": {
       const { memfs } = await import("../../lib/fs/memfs.ts");
@@ -45,14 +46,15 @@ async function loadFilesystem(cmd: MountCommand): Promise<{ fs: InodeFS; label: 
       return { fs: passthrough(cmd.fs.source, { kernelPassthrough: cmd.kernelPassthrough }), label: `passthrough ${cmd.fs.source}` };
     }
     case "script": {
-      const { loadScript } = await import("../../lib/script.ts");
-      return { fs: await loadScript(cmd.fs.path, { args: cmd.fs.args, mountpoint: cmd.mountpoint }), label: cmd.fs.path };
+      const { loadScriptVersion } = await import("../../lib/script.ts");
+      const script = await loadScriptVersion(cmd.fs.path, { args: cmd.fs.args, mountpoint: cmd.mountpoint });
+      return { fs: script.fs, label: cmd.fs.path, script };
     }
   }
 }
 
 export async function runMount(cmd: MountCommand): Promise<number> {
-  const { fs, label } = await loadFilesystem(cmd);
+  const { fs, label, script } = await loadFilesystem(cmd);
   const stale = cleanStaleMount(cmd.mountpoint, (line) => process.stderr.write(line + "\n"));
   if (stale) {
     process.stderr.write(`fuse-uring: cannot mount ${label} at ${cmd.mountpoint}: ${stale}\n`);
@@ -99,6 +101,12 @@ export async function runMount(cmd: MountCommand): Promise<number> {
   }
   process.stderr.write(`fuse-uring: mounted ${label} at ${cmd.mountpoint} (transport=${m.transport}: ${m.transportReason})\n`);
   if (signalled) unmountNow(m);
+  if (cmd.watch && script) {
+    const { watchScript } = await import("../../lib/reload/watch.ts");
+    const w = watchScript(m, script, { args: cmd.fs.type === "script" ? cmd.fs.args : [], mountpoint: cmd.mountpoint });
+    process.on("SIGHUP", () => void w.reload());
+    process.stderr.write(`fuse-uring: watching ${w.watchedFiles.length} file${w.watchedFiles.length === 1 ? "" : "s"} for changes (${label} and its local imports); edits reload in place\n`);
+  }
   const reason = await m.closed;
   if (cmd.debug) process.stderr.write(`fuse-uring: session ended (${reason})\n`);
   return 0;

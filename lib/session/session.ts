@@ -362,6 +362,18 @@ export class Session implements Sink, ReplyObserver {
     );
   }
 
+  /**
+   * Hot reload (lib/reload/): requests that arrive from now on go to `fs`. Requests in flight
+   * finish on the filesystem they started on (the dispatcher read `fs` once per request), so
+   * each is still answered exactly once. Returns how many were in flight at the swap.
+   * With several workers (`--workers N`, not built yet) every worker's session swaps.
+   */
+  replaceFilesystem(fs: InodeFS): number {
+    (this as { fs: InodeFS }).fs = fs;
+    (this.dispatcher as { fs: InodeFS }).fs = fs;
+    return this.counters.inflight;
+  }
+
   backingOpen(fd: number): number {
     const id = native().fu_backing_open(this.fd, fd);
     if (id < 0) throw new FuseError(-id, `FUSE_DEV_IOC_BACKING_OPEN failed: ${errnoName(-id)}${-id === Errno.EPERM ? " (kernel passthrough needs CAP_SYS_ADMIN and FUSE_PASSTHROUGH)" : ""}`);
