@@ -134,6 +134,8 @@ export interface ScriptVersion {
   controller: AbortController;
   /** Built by the script's reload hook from the previous version. */
   viaHook: boolean;
+  /** Content hashes of `modules` as loaded. */
+  hashes: Map<string, number | bigint>;
 }
 
 function isLocalModule(key: string): boolean {
@@ -164,6 +166,8 @@ export async function loadScriptVersion(path: string, options: LoadScriptOptions
   if (previous) for (const m of [...previous.modules, file]) delete cache[m];
   const before = new Set(Object.keys(cache));
   const loaded = () => [file, ...Object.keys(cache).filter((k) => !before.has(k) && k !== file && isLocalModule(k))];
+  // Hashed before the import where known, so an edit racing with the load is noticed later.
+  const hashes = hashFiles(previous ? [file, ...previous.modules] : [file]);
   let mod: Record<string, unknown>;
   try {
     mod = (await import(file)) as Record<string, unknown>;
@@ -171,14 +175,29 @@ export async function loadScriptVersion(path: string, options: LoadScriptOptions
     throw new ScriptError(formatImportError(e, file), loaded());
   }
   const modules = loaded();
+  for (const [f, h] of hashFiles(modules.filter((f) => !hashes.has(f)))) hashes.set(f, h);
+  for (const f of [...hashes.keys()]) if (!modules.includes(f)) hashes.delete(f);
   try {
-    return await evaluate(mod, file, options, modules, previous);
+    return { ...(await evaluate(mod, file, options, modules, previous)), hashes };
   } catch (e) {
     throw e instanceof ScriptError && e.modules.length === 0 ? new ScriptError(e.message, modules) : e;
   }
 }
 
-async function evaluate(mod: Record<string, unknown>, file: string, options: LoadScriptOptions, modules: string[], previous?: ScriptVersion): Promise<ScriptVersion> {
+/** Content hashes of files (-1: unreadable); what a watcher compares to skip no-op saves. */
+export function hashFiles(files: Iterable<string>): Map<string, number | bigint> {
+  const out = new Map<string, number | bigint>();
+  for (const f of files) {
+    try {
+      out.set(f, Bun.hash(readFileSync(f)));
+    } catch {
+      out.set(f, -1); // gone (an editor's rename in progress, or deleted)
+    }
+  }
+  return out;
+}
+
+async function evaluate(mod: Record<string, unknown>, file: string, options: LoadScriptOptions, modules: string[], previous?: ScriptVersion): Promise<Omit<ScriptVersion, "hashes">> {
   const controller = new AbortController();
   const ctx: ScriptContext = { args: options.args ?? [], mountpoint: options.mountpoint, signal: controller.signal };
   const hook = previous ? reloadHookOf(mod) : undefined;

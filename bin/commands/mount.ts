@@ -104,7 +104,7 @@ export async function runMount(cmd: MountCommand): Promise<number> {
   if (cmd.watch && script) {
     const { watchScript } = await import("../../lib/reload/watch.ts");
     const w = watchScript(m, script, { args: cmd.fs.type === "script" ? cmd.fs.args : [], mountpoint: cmd.mountpoint });
-    process.on("SIGHUP", () => void w.reload());
+    process.on("SIGHUP", () => void w.reload(true));
     process.stderr.write(`fuse-uring: watching ${w.watchedFiles.length} file${w.watchedFiles.length === 1 ? "" : "s"} for changes (${label} and its local imports); edits reload in place\n`);
   }
   const reason = await m.closed;

@@ -4,8 +4,9 @@
 // Watching: the directories that hold the script's modules are watched (not the files: editors
 // save by writing a new file and renaming it over the old one, which a watch on the old inode
 // never sees). A change to a known module, or to any module-like file in those directories,
-// schedules a reload after `debounceMs` of quiet (editors write in several steps). Reloads never
-// overlap; changes during one schedule another. Nothing here touches the mount: the script
+// schedules a reload after `debounceMs` of quiet (editors write in several steps); a save that
+// left every module's content as it was reloads nothing. Reloads never overlap; changes during
+// one schedule another. Nothing here touches the mount: the script
 // lives outside it, and the daemon reading its own mount would deadlock.
 //
 // Module cache: the script's local modules (it and everything it imports outside node_modules)
@@ -15,7 +16,7 @@
 import { watch, type FSWatcher } from "node:fs";
 import { dirname, join } from "node:path";
 import { mount, type Mount, type MountOptions } from "../mount.ts";
-import { loadScriptVersion, ScriptError, show, type LoadScriptOptions, type ScriptVersion } from "../script.ts";
+import { hashFiles, loadScriptVersion, ScriptError, show, type LoadScriptOptions, type ScriptVersion } from "../script.ts";
 import { summarize } from "./swap.ts";
 
 export interface WatchOptions extends LoadScriptOptions {
@@ -32,9 +33,13 @@ export class ScriptWatcher {
   private timer: ReturnType<typeof setTimeout> | null = null;
   private running: Promise<boolean> | null = null;
   private again = false;
+  private forceAgain = false;
   private closed = false;
   /** Version number serving now (1 = the one mounted). */
   version = 1;
+  /** The last load failed: the next change to any module-like file retries. */
+  private failed = false;
+  private loaded: Map<string, number | bigint>;
 
   constructor(
     private readonly m: Mount,
@@ -42,7 +47,10 @@ export class ScriptWatcher {
     private readonly options: WatchOptions = {},
   ) {
     this.track(current.modules);
+    this.loaded = current.hashes;
     m.closed.then(() => this.close(), () => this.close());
+    // Edited between loading and now (e.g. while mounting): nobody saw that event.
+    if (!this.unchanged()) this.schedule();
   }
 
   private log(line: string): void {
@@ -72,7 +80,12 @@ export class ScriptWatcher {
   private onChange(dir: string, name: string | Buffer | null): void {
     if (this.closed) return;
     const file = name ? join(dir, String(name)) : null;
-    if (file && !this.files.has(file) && !MODULE_FILE.test(file)) return;
+    // After a failed load, any module-like file may be the (new, broken) import being fixed.
+    if (file && !this.files.has(file) && !(this.failed && MODULE_FILE.test(file))) return;
+    this.schedule();
+  }
+
+  private schedule(): void {
     if (this.timer) clearTimeout(this.timer);
     this.timer = setTimeout(() => {
       this.timer = null;
@@ -80,30 +93,44 @@ export class ScriptWatcher {
     }, this.options.debounceMs ?? 100);
   }
 
-  /** Reload now (also what SIGHUP does). Resolves to whether the new version is serving. */
-  reload(): Promise<boolean> {
+  /**
+   * Reload now. `force` (SIGHUP) reloads even if no module's content changed. Resolves to
+   * whether a new version is serving (or nothing needed to change).
+   */
+  reload(force = false): Promise<boolean> {
     if (this.running) {
       this.again = true;
+      this.forceAgain ||= force;
       return this.running;
     }
-    this.running = this.reloadOnce().finally(() => {
+    this.running = this.reloadOnce(force).finally(() => {
       this.running = null;
       if (this.again && !this.closed) {
         this.again = false;
-        void this.reload();
+        const f = this.forceAgain;
+        this.forceAgain = false;
+        void this.reload(f);
       }
     });
     return this.running;
   }
 
-  private async reloadOnce(): Promise<boolean> {
+  private unchanged(): boolean {
+    for (const [f, h] of hashFiles(this.loaded.keys())) if (this.loaded.get(f) !== h) return false;
+    return this.loaded.size > 0;
+  }
+
+  private async reloadOnce(force: boolean): Promise<boolean> {
     const name = show(this.current.file);
+    // Saved without changes (or a file beside the script changed): nothing to do.
+    if (!force && !this.failed && this.unchanged()) return true;
     const t0 = performance.now();
     let next: ScriptVersion;
     try {
       next = await loadScriptVersion(this.current.file, this.options, this.current);
     } catch (e) {
       this.m.reloadCounters.reloadErrors++;
+      this.failed = true;
       if (e instanceof ScriptError) this.track(e.modules);
       this.log(`fuse-uring: reload of ${name} failed, still serving version ${this.version}: ${e instanceof Error ? e.message : String(e)}`);
       return false;
@@ -118,11 +145,14 @@ export class ScriptWatcher {
       report = await this.m.reload(next.viaHook ? () => next.fs : next.fs);
     } catch (e) {
       next.controller.abort();
+      this.failed = true;
       this.log(`fuse-uring: reload of ${name} failed, still serving version ${this.version}: ${e instanceof Error ? e.message : String(e)}`);
       return false;
     }
     this.current.controller.abort();
     this.current = next;
+    this.loaded = next.hashes;
+    this.failed = false;
     this.version++;
     this.log(
       `fuse-uring: reloaded ${name} (version ${this.version}): ${summarize(report)}; ` +

@@ -204,6 +204,25 @@ for (const transport of TRANSPORTS) {
       expect(isMounted(m)).toBe(false);
     }, 90_000);
 
+    fuseTest("a save without changes reloads nothing; SIGHUP forces a reload; the replaced version's ctx.signal aborts", async () => {
+      const dir = scratchDir();
+      const main = join(dir, "fs.ts");
+      const text = `export default (ctx) => {\n  ctx.signal.addEventListener("abort", () => console.error("script: version aborted"));\n  return { "a.txt": "a\\n" };\n};\n`;
+      writeFileSync(main, text);
+      const d = await startDaemon(args, { command: watched(main) });
+      writeFileSync(main, text);
+      writeFileSync(join(dir, "unrelated.json"), "{}");
+      await sleep(600);
+      expect(d.stderr()).not.toContain("reloaded");
+      d.proc.kill("SIGHUP");
+      await waitVersion(d, 2);
+      expect(d.stderr()).toMatch(/\(version 2\): no visible changes;/);
+      await waitFor(d, (e) => e.includes("script: version aborted"), "the abort of version 1");
+      expect(count(d.stderr(), "script: version aborted")).toBe(1);
+      expect(await cat(`${d.mnt}/a.txt`)).toBe("a\n");
+      expect(await d.stop("SIGTERM", 10_000)).toBe(0);
+    });
+
     fuseTest("inode API: a reload without a hook is refused, a reload(old) hook carries the state over", async () => {
       const dir = scratchDir();
       const main = join(dir, "fs.ts");
