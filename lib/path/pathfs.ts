@@ -42,8 +42,12 @@ class Node {
     if (this.stalePath !== null) return this.stalePath;
     if (!this.parent) return "/";
     const parts: string[] = [];
-    for (let n: Node | null = this; n && n.parent; n = n.parent) parts.push(n.name);
-    return "/" + parts.reverse().join("/");
+    let n: Node | null = this;
+    for (; n && n.parent; n = n.parent) parts.push(n.name);
+    // Under a detached directory (one a hot reload removed while a process has its cwd there):
+    // paths continue from where it was, never from the root.
+    const base = n && n.stalePath !== null && n.stalePath !== "/" ? n.stalePath : "";
+    return base + "/" + parts.reverse().join("/");
   }
 }
 

@@ -3,7 +3,7 @@
 // (TTLs are set to an hour, so only invalidation can make that happen), node ids and working
 // directories survive, broken edits keep the old version serving, and no request is lost.
 import { afterAll, describe, expect } from "bun:test";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import {
   BUN,
@@ -203,6 +203,45 @@ for (const transport of TRANSPORTS) {
       expect(await d.stop("SIGTERM", 10_000)).toBe(0);
       expect(isMounted(m)).toBe(false);
     }, 90_000);
+
+    fuseTest("a directory removed under a process's cwd answers ENOENT there; restored, it serves again", async () => {
+      const dir = scratchDir();
+      const main = join(dir, "fs.ts");
+      const flags = scratchDir();
+      const version = (sub: string | null) => `export default {\n  "top.txt": "top\\n",\n${sub === null ? "" : `  sub: { "inner.txt": ${JSON.stringify(sub)} },\n`}};\n`;
+      writeFileSync(main, version("A\n"));
+      const d = await startDaemon(args, { command: watched(main) });
+      const waitFlag = async (f: string) => {
+        for (let i = 0; i < 500 && !existsSync(join(flags, f)); i++) await sleep(20);
+        expect(existsSync(join(flags, f))).toBe(true);
+      };
+      const resident = spawnBg(
+        [
+          "sh", "-c",
+          'cd "$1/sub" || exit 9; cat inner.txt; touch "$2/ready"; ' +
+            'while [ ! -e "$2/go1" ]; do sleep 0.02; done; cat inner.txt; echo "rc=$?"; touch "$2/done1"; ' +
+            'while [ ! -e "$2/go2" ]; do sleep 0.02; done; cat inner.txt; echo "rc=$?"',
+          "sh", d.mnt, flags,
+        ],
+        { timeoutMs: 30_000 },
+      );
+      await waitFlag("ready");
+      writeFileSync(main, version(null));
+      await waitVersion(d, 2);
+      expect(d.stderr()).toMatch(/\(version 2\): 2 removed \((\/sub, \/sub\/inner\.txt|\/sub\/inner\.txt, \/sub)\)/);
+      expect((await fsopOk("listdir", d.mnt)).names).toEqual(["top.txt"]);
+      writeFileSync(join(flags, "go1"), "");
+      await waitFlag("done1");
+      writeFileSync(main, version("B\n"));
+      await waitVersion(d, 3);
+      writeFileSync(join(flags, "go2"), "");
+      const r = await resident.done;
+      expect(r.code, r.stderr).toBe(0);
+      expect(r.stdout).toBe("A\nrc=1\nB\nrc=0\n");
+      expect(r.stderr).toContain("No such file or directory");
+      expect(await cat(`${d.mnt}/sub/inner.txt`)).toBe("B\n");
+      expect(await d.stop("SIGTERM", 10_000)).toBe(0);
+    });
 
     fuseTest("a save without changes reloads nothing; SIGHUP forces a reload; the replaced version's ctx.signal aborts", async () => {
       const dir = scratchDir();
