@@ -21,6 +21,7 @@ describe("CLI arguments", () => {
     [["mount", "--memfs", "/tmp/x", "extra"]],
     [["unmount"]],
     [["mount", "--memfs", "/tmp/x", "--kernel-passthrough"]],
+    [["mount", "--memfs", "/tmp/x", "--watch"]],
   ])("%j → usage, exit 2", (args) => {
     const r = cli(args as string[]);
     expect(r.code).toBe(2);
@@ -30,7 +31,7 @@ describe("CLI arguments", () => {
   test("--help documents every option and exits 0", () => {
     const r = cli(["--help"]);
     expect(r.code).toBe(0);
-    for (const opt of ["--transport", "--queue-depth", "--max-write", "--stats-file", "--debug", "--allow-other", "--ro", "--fsname", "--subtype"]) {
+    for (const opt of ["--transport", "--queue-depth", "--max-write", "--stats-file", "--debug", "--allow-other", "--ro", "--fsname", "--subtype", "--watch"]) {
       expect(r.out).toContain(opt);
     }
   });
@@ -40,5 +41,7 @@ describe("CLI arguments", () => {
     expect(c).toMatchObject({ kind: "mount", fs: { type: "memfs" }, mountpoint: "/mnt/a", transport: "uring", queueDepth: 16, maxWrite: 131072, statsFile: "/tmp/s.json", debug: true, readOnly: true });
     expect(parseArgs(["mount", "./fs.ts", "/mnt/b", "--", "x", "--y"])).toMatchObject({ fs: { type: "script", path: "./fs.ts", args: ["x", "--y"] }, mountpoint: "/mnt/b" });
     expect(() => parseArgs(["mount", "--passthrough"])).toThrow(UsageError);
+    expect(parseArgs(["mount", "--watch", "./fs.ts", "/mnt/c"])).toMatchObject({ fs: { type: "script", path: "./fs.ts" }, mountpoint: "/mnt/c", watch: true });
+    expect(parseArgs(["mount", "./fs.ts", "/mnt/c"])).toMatchObject({ watch: false });
   });
 });

@@ -288,11 +288,3 @@ for (const transport of TRANSPORTS) {
     });
   });
 }
-
-describe("--watch arguments", () => {
-  fuseTest("--watch needs a script", async () => {
-    const r = await shOk('"$1" "$2" mount --watch --memfs /nonexistent-mnt 2>&1; echo "exit=$?"', [BUN, CLI]);
-    expect(r).toContain("--watch needs a script filesystem");
-    expect(r).toContain("exit=2");
-  });
-});
