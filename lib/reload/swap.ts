@@ -74,14 +74,21 @@ export function needsHook(old: InodeFS, next: InodeFS | null): string | null {
  * Replace the filesystem of a mounted session. `next` is the new version, or a hook that builds
  * it from the old one. Rejects with ReloadError (old version still serving) if it cannot.
  */
-export async function reloadMount(m: Reloadable, next: Filesystem | ReloadHook): Promise<ReloadReport> {
-  try {
-    return await swap(m, next);
-  } catch (e) {
-    m.reloadCounters.reloadErrors++;
-    throw e;
-  }
+export function reloadMount(m: Reloadable, next: Filesystem | ReloadHook): Promise<ReloadReport> {
+  // One at a time: two versions adopting the same old one would each count node ids on their own.
+  const run = (queues.get(m) ?? Promise.resolve()).then(async () => {
+    try {
+      return await swap(m, next);
+    } catch (e) {
+      m.reloadCounters.reloadErrors++;
+      throw e;
+    }
+  });
+  queues.set(m, run.catch(() => {}));
+  return run;
 }
+
+const queues = new WeakMap<Reloadable, Promise<unknown>>();
 
 async function swap(m: Reloadable, next: Filesystem | ReloadHook): Promise<ReloadReport> {
   const old = m.session.fs;
@@ -121,12 +128,12 @@ async function swap(m: Reloadable, next: Filesystem | ReloadHook): Promise<Reloa
   const report: ReloadReport = { changed: [], added: [], removed: [], swapMs, invalidateMs: 0, inflight, notifications: 0, kind: paths ? "paths" : "hook" };
   if (!paths) return report;
   const t1 = performance.now();
-  const d = await diffPathFS(old as PathFS, fs as PathFS);
-  for (const [parent, name] of d.drop) (fs as PathFS).dropName(parent, name);
-  report.changed = d.changed;
-  report.added = d.added;
-  report.removed = d.removed;
   try {
+    const d = await diffPathFS(old as PathFS, fs as PathFS);
+    for (const [parent, name] of d.drop) (fs as PathFS).dropName(parent, name);
+    report.changed = d.changed;
+    report.added = d.added;
+    report.removed = d.removed;
     report.notifications = await (fs as PathFS).invalidateNodes(d.inodes, d.entries);
   } catch (e) {
     // The new version serves; only the kernel's caches may lag behind by their TTLs.

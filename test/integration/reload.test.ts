@@ -286,5 +286,17 @@ for (const transport of TRANSPORTS) {
       expect(await cat(`${d.mnt}/file2`)).toBe("more\n");
       expect(await d.stop("SIGTERM", 10_000)).toBe(0);
     });
+
+    fuseTest("switching a tree script to the inode API without a hook is refused; the tree keeps serving", async () => {
+      const dir = scratchDir();
+      const main = join(dir, "fs.ts");
+      writeFileSync(main, `export default { "t.txt": "tree\\n" };\n`);
+      const d = await startDaemon(args, { command: watched(main) });
+      writeFileSync(main, `import { memfs } from "fuse-uring";\nexport default memfs();\n`);
+      await waitFor(d, (e) => e.includes("reload refused"), "the refusal");
+      expect(d.stderr()).toContain("the new version is an inode-API filesystem (MemFS)");
+      expect(await cat(`${d.mnt}/t.txt`)).toBe("tree\n");
+      expect(await d.stop("SIGTERM", 10_000)).toBe(0);
+    });
   });
 }
