@@ -160,12 +160,18 @@ function reloadHookOf(mod: Record<string, unknown>): ReloadFn | undefined {
  */
 export async function loadScriptVersion(path: string, options: LoadScriptOptions = {}, previous?: ScriptVersion): Promise<ScriptVersion> {
   const file = resolve(path);
+  if (previous && options.mountpoint && file.startsWith(resolve(options.mountpoint) + "/")) {
+    throw new ScriptError(`${path}: is on the mount it serves; it cannot be reloaded from there`);
+  }
   if (!existsSync(file)) throw new ScriptError(`${path}: no such file`);
   if (statSync(file).isDirectory()) throw new ScriptError(`${path}: is a directory, expected a .ts/.js module`);
   const cache = require.cache as Record<string, unknown>;
   if (previous) for (const m of [...previous.modules, file]) delete cache[m];
   const before = new Set(Object.keys(cache));
-  const loaded = () => [file, ...Object.keys(cache).filter((k) => !before.has(k) && k !== file && isLocalModule(k))];
+  // Modules on the mount itself are never reloaded, hashed or watched: the daemon reading its
+  // own mount would wait for an answer only it can give.
+  const mnt = options.mountpoint ? resolve(options.mountpoint) + "/" : null;
+  const loaded = () => [file, ...Object.keys(cache).filter((k) => !before.has(k) && k !== file && isLocalModule(k) && !(mnt && k.startsWith(mnt)))];
   // Hashed before the import where known, so an edit racing with the load is noticed later.
   const hashes = hashFiles(previous ? [file, ...previous.modules] : [file]);
   let mod: Record<string, unknown>;
