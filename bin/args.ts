@@ -22,12 +22,12 @@ Options:
   --queue-depth N                 io_uring entries per queue (default 8; queues = CPUs)
   --max-write BYTES               largest READ/WRITE request, 4096..1048576 (default 1048576)
   --stats-file PATH               write counters as JSON every second and at exit
-  --watch                         (script) hot reload: swap in the edited script without
-                                  unmounting; SIGHUP reloads at once
   --debug                         log INIT negotiation and one line per request
   --allow-other                   let other users access the mount
   --no-default-permissions        do not let the kernel check mode bits
   --ro                            mount read-only
+  --watch                         (script) hot reload: swap in the edited script without
+                                  unmounting; SIGHUP reloads at once
   --fsname NAME, --subtype NAME   names shown in /proc/mounts (fuse.SUBTYPE)
   --writeback-cache               let the kernel cache writes (FUSE_WRITEBACK_CACHE)
   --kernel-passthrough            (--passthrough) serve file data in the kernel
@@ -48,6 +48,8 @@ export interface MountCommand {
   maxWrite: number;
   statsFile?: string;
   debug: boolean;
+  /** Hot-reload the script when it (or a local file it imports) changes. */
+  watch?: boolean;
   allowOther: boolean;
   defaultPermissions: boolean;
   readOnly: boolean;
@@ -59,8 +61,6 @@ export interface MountCommand {
   entryTtl: number;
   attrTtl: number;
   negativeTtl: number;
-  /** Hot-reload the script when it (or a local file it imports) changes. */
-  watch: boolean;
 }
 
 export interface DoctorCommand {
@@ -112,7 +112,7 @@ export function parseArgs(argv: string[]): Command {
   const cmd: Omit<MountCommand, "fs" | "mountpoint"> & { fs?: MountCommand["fs"] } = {
     kind: "mount", transport: "auto", queueDepth: 8, maxWrite: 1 << 20, debug: false, allowOther: false,
     defaultPermissions: true, readOnly: false, writebackCache: false, kernelPassthrough: false, fixedBuffers: true,
-    entryTtl: 1, attrTtl: 1, negativeTtl: 0, watch: false,
+    entryTtl: 1, attrTtl: 1, negativeTtl: 0,
   };
   const dashdash = rest.indexOf("--");
   const scriptArgs = dashdash >= 0 ? rest.splice(dashdash).slice(1) : [];
@@ -134,6 +134,7 @@ export function parseArgs(argv: string[]): Command {
       case "--max-write": cmd.maxWrite = intArg(flag, value(), 4096, 1 << 20); break;
       case "--stats-file": cmd.statsFile = strArg(flag, value()); break;
       case "--debug": cmd.debug = true; break;
+      case "--watch": cmd.watch = true; break;
       case "--allow-other": cmd.allowOther = true; break;
       case "--no-default-permissions": cmd.defaultPermissions = false; break;
       case "--ro": cmd.readOnly = true; break;
@@ -145,7 +146,6 @@ export function parseArgs(argv: string[]): Command {
       case "--entry-ttl": cmd.entryTtl = numArg(flag, value()); break;
       case "--attr-ttl": cmd.attrTtl = numArg(flag, value()); break;
       case "--negative-ttl": cmd.negativeTtl = numArg(flag, value()); break;
-      case "--watch": cmd.watch = true; break;
       default:
         if (a.startsWith("-")) throw new UsageError(`unknown option ${a}`);
         positional.push(a);

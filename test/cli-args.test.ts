@@ -42,6 +42,6 @@ describe("CLI arguments", () => {
     expect(parseArgs(["mount", "./fs.ts", "/mnt/b", "--", "x", "--y"])).toMatchObject({ fs: { type: "script", path: "./fs.ts", args: ["x", "--y"] }, mountpoint: "/mnt/b" });
     expect(() => parseArgs(["mount", "--passthrough"])).toThrow(UsageError);
     expect(parseArgs(["mount", "--watch", "./fs.ts", "/mnt/c"])).toMatchObject({ fs: { type: "script", path: "./fs.ts" }, mountpoint: "/mnt/c", watch: true });
-    expect(parseArgs(["mount", "./fs.ts", "/mnt/c"])).toMatchObject({ watch: false });
+    expect((parseArgs(["mount", "./fs.ts", "/mnt/c"]) as { watch?: boolean }).watch).toBeFalsy();
   });
 });

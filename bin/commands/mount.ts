@@ -4,8 +4,8 @@ import { statSync } from "node:fs";
 import type { InodeFS } from "../../lib/fs/types.ts";
 import { mount, type Mount } from "../../lib/mount.ts";
 import { detach } from "../../lib/mountpoint.ts";
-import type { ScriptVersion } from "../../lib/script.ts";
 import type { MountCommand } from "../args.ts";
+import type { ScriptVersion } from "../../lib/script.ts";
 
 function deadMountError(mountpoint: string): string | null {
   try {
@@ -35,7 +35,7 @@ export function cleanStaleMount(mountpoint: string, log: (line: string) => void)
   return `${mountpoint} is still a dead FUSE mount after 8 lazy unmounts`;
 }
 
-async function loadFilesystem(cmd: MountCommand): Promise<{ fs: InodeFS; label: string; script?: ScriptVersion }> {
+async function loadFilesystem(cmd: MountCommand): Promise<{ fs: InodeFS; label: string }> {
   switch (cmd.fs.type) {
     case "memfs": {
       const { memfs } = await import("../../lib/fs/memfs.ts");
@@ -48,13 +48,14 @@ async function loadFilesystem(cmd: MountCommand): Promise<{ fs: InodeFS; label: 
     case "script": {
       const { loadScriptVersion } = await import("../../lib/script.ts");
       const script = await loadScriptVersion(cmd.fs.path, { args: cmd.fs.args, mountpoint: cmd.mountpoint });
-      return { fs: script.fs, label: cmd.fs.path, script };
+      loadedScripts.set(script.fs, script);
+      return { fs: script.fs, label: cmd.fs.path };
     }
   }
 }
 
 export async function runMount(cmd: MountCommand): Promise<number> {
-  const { fs, label, script } = await loadFilesystem(cmd);
+  const { fs, label } = await loadFilesystem(cmd);
   const stale = cleanStaleMount(cmd.mountpoint, (line) => process.stderr.write(line + "\n"));
   if (stale) {
     process.stderr.write(`fuse-uring: cannot mount ${label} at ${cmd.mountpoint}: ${stale}\n`);
@@ -101,13 +102,21 @@ export async function runMount(cmd: MountCommand): Promise<number> {
   }
   process.stderr.write(`fuse-uring: mounted ${label} at ${cmd.mountpoint} (transport=${m.transport}: ${m.transportReason})\n`);
   if (signalled) unmountNow(m);
-  if (cmd.watch && script) {
-    const { watchScript } = await import("../../lib/reload/watch.ts");
-    const w = watchScript(m, script, { args: cmd.fs.type === "script" ? cmd.fs.args : [], mountpoint: cmd.mountpoint });
-    process.on("SIGHUP", () => void w.reload(true));
-    process.stderr.write(`fuse-uring: watching ${w.watchedFiles.length} file${w.watchedFiles.length === 1 ? "" : "s"} for changes (${label} and its local imports); edits reload in place\n`);
-  }
+  if (cmd.watch) await startWatching(cmd, m, loadedScripts.get(fs), label);
   const reason = await m.closed;
   if (cmd.debug) process.stderr.write(`fuse-uring: session ended (${reason})\n`);
   return 0;
+}
+
+/** The loaded version of a script filesystem, for --watch (which reloads from it). */
+const loadedScripts = new WeakMap<InodeFS, ScriptVersion>();
+
+/** --watch: reload the script in place when it or a local file it imports changes; SIGHUP forces it. */
+async function startWatching(cmd: MountCommand, m: Mount, script: ScriptVersion | undefined, label: string): Promise<void> {
+  if (!script || cmd.fs.type !== "script") return;
+  const { watchScript } = await import("../../lib/reload/watch.ts");
+  const w = watchScript(m, script, { args: cmd.fs.args, mountpoint: cmd.mountpoint });
+  process.on("SIGHUP", () => void w.reload(true));
+  const n = w.watchedFiles.length;
+  process.stderr.write(`fuse-uring: watching ${n} file${n === 1 ? "" : "s"} for changes (${label} and its local imports); edits reload in place\n`);
 }
