@@ -156,7 +156,7 @@ export function parseArgs(argv: string[]): Command {
     cmd.fs = { type: "script", path: positional.shift()!, args: scriptArgs };
   } else if (scriptArgs.length) throw new UsageError("arguments after -- are for a script filesystem");
   if (positional.length !== 1) throw new UsageError(positional.length === 0 ? "missing MOUNTPOINT" : `unexpected arguments: ${positional.slice(1).join(" ")}`);
-  if (cmd.kernelPassthrough && cmd.fs.type !== "passthrough") throw new UsageError("--kernel-passthrough needs --passthrough SRC");
   if (cmd.watch && cmd.fs.type !== "script") throw new UsageError("--watch needs a script filesystem (fuse-uring mount --watch ./myfs.ts MOUNTPOINT)");
+  if (cmd.kernelPassthrough && cmd.fs.type !== "passthrough") throw new UsageError("--kernel-passthrough needs --passthrough SRC");
   return { ...cmd, fs: cmd.fs, mountpoint: positional[0]! } as MountCommand;
 }

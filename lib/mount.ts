@@ -2,10 +2,10 @@
 // sends cache invalidations.
 
 import { renameSync, writeFileSync } from "node:fs";
+import { reloadMount, type ReloadHook, type ReloadReport } from "./reload/swap.ts";
 import { attachMount, invalidateEntryPath, invalidatePath, toInodeFS, type Filesystem } from "./path/convert.ts";
 import { attach, detach, isMounted, MountError, type MountFlags } from "./mountpoint.ts";
 import { Notify } from "./protocol/constants.ts";
-import { reloadMount, type ReloadHook, type ReloadReport } from "./reload/swap.ts";
 import { defaultSessionOptions, Session, type SessionOptions, type SessionStats } from "./session/session.ts";
 
 export interface MountOptions extends Partial<SessionOptions> {
@@ -22,11 +22,11 @@ export interface MountOptions extends Partial<SessionOptions> {
 }
 
 export interface MountStats extends SessionStats {
-  mountpoint: string;
-  uptimeMs: number;
   /** Hot reloads that swapped the filesystem / that failed (old version kept serving). */
   reloads: number;
   reloadErrors: number;
+  mountpoint: string;
+  uptimeMs: number;
 }
 
 export class Mount implements AsyncDisposable {

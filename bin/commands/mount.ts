@@ -2,10 +2,10 @@
 
 import { statSync } from "node:fs";
 import type { InodeFS } from "../../lib/fs/types.ts";
+import type { ScriptVersion } from "../../lib/script.ts";
 import { mount, type Mount } from "../../lib/mount.ts";
 import { detach } from "../../lib/mountpoint.ts";
 import type { MountCommand } from "../args.ts";
-import type { ScriptVersion } from "../../lib/script.ts";
 
 function deadMountError(mountpoint: string): string | null {
   try {
