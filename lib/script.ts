@@ -158,7 +158,13 @@ function reloadHookOf(mod: Record<string, unknown>): ReloadFn | undefined {
  * node_modules stay loaded), and a reload hook, if the script exports one, builds the new version
  * from the old instance instead of the default export.
  */
-export async function loadScriptVersion(path: string, options: LoadScriptOptions = {}, previous?: ScriptVersion): Promise<ScriptVersion> {
+export async function loadScriptVersion(
+  path: string,
+  options: LoadScriptOptions = {},
+  previous?: ScriptVersion,
+  /** More local modules to evict (what failed loads in between left in the cache). */
+  evictAlso: Iterable<string> = [],
+): Promise<ScriptVersion> {
   const file = resolve(path);
   if (previous && options.mountpoint && file.startsWith(resolve(options.mountpoint) + "/")) {
     throw new ScriptError(`${path}: is on the mount it serves; it cannot be reloaded from there`);
@@ -166,7 +172,7 @@ export async function loadScriptVersion(path: string, options: LoadScriptOptions
   if (!existsSync(file)) throw new ScriptError(`${path}: no such file`);
   if (statSync(file).isDirectory()) throw new ScriptError(`${path}: is a directory, expected a .ts/.js module`);
   const cache = require.cache as Record<string, unknown>;
-  if (previous) for (const m of [...previous.modules, file]) delete cache[m];
+  if (previous) for (const m of [...previous.modules, ...evictAlso, file]) if (isLocalModule(m)) delete cache[m];
   const before = new Set(Object.keys(cache));
   // Modules on the mount itself are never reloaded, hashed or watched: the daemon reading its
   // own mount would wait for an answer only it can give.

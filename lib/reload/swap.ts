@@ -143,10 +143,10 @@ async function swap(m: Reloadable, next: Filesystem | ReloadHook): Promise<Reloa
   return report;
 }
 
-/** "2 changed (/a, /b), 1 added (/c)" — or "no visible changes". */
+/** "2 changed (/a, /b), 1 added (/c)" — or "nothing the kernel has cached changed". */
 export function summarize(r: ReloadReport, max = 5): string {
   const list = (what: string, xs: string[]) => (xs.length ? `${xs.length} ${what} (${xs.slice(0, max).join(", ")}${xs.length > max ? ", …" : ""})` : "");
   if (r.kind === "hook") return "new version from the reload hook";
   const parts = [list("changed", r.changed), list("added", r.added), list("removed", r.removed)].filter(Boolean);
-  return parts.length ? parts.join(", ") : "no visible changes";
+  return parts.length ? parts.join(", ") : "nothing the kernel has cached changed";
 }

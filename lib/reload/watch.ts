@@ -3,11 +3,11 @@
 //
 // Watching: the directories that hold the script's modules are watched (not the files: editors
 // save by writing a new file and renaming it over the old one, which a watch on the old inode
-// never sees). A change to a known module, or to any module-like file in those directories,
+// never sees). A change to a known module (or, after a failed load, to any source file there),
 // schedules a reload after `debounceMs` of quiet (editors write in several steps); a save that
-// left every module's content as it was reloads nothing. Reloads never overlap; changes during
-// one schedule another. Nothing here touches the mount: the script
-// lives outside it, and the daemon reading its own mount would deadlock.
+// left every module's content as it was (as loaded, or as it last failed) reloads nothing.
+// Reloads never overlap; changes during one schedule another. Nothing here touches the mount:
+// the script lives outside it, and the daemon reading its own mount would deadlock.
 //
 // Module cache: the script's local modules (it and everything it imports outside node_modules)
 // are evicted from Bun's module cache before each load, so edits to imported files take effect
@@ -25,7 +25,8 @@ export interface WatchOptions extends LoadScriptOptions {
   log?: (line: string) => void;
 }
 
-const MODULE_FILE = /\.(?:[cm]?[jt]sx?|json|toml|txt)$/;
+/** Source files an import may point at (data files like .json are written by programs too often). */
+const SOURCE_FILE = /\.(?:[cm]?[jt]sx?)$/;
 
 export class ScriptWatcher {
   private readonly watchers = new Map<string, FSWatcher>();
@@ -37,8 +38,12 @@ export class ScriptWatcher {
   private closed = false;
   /** Version number serving now (1 = the one mounted). */
   version = 1;
-  /** The last load failed: the next change to any module-like file retries. */
+  /** The last load failed: the next change to a known module, or to any source file, retries. */
   private failed = false;
+  /** Content of the known modules at the last failure (the same content fails the same way). */
+  private failedWith: Map<string, number | bigint> | null = null;
+  /** A source file outside the known modules changed since the last attempt. */
+  private unknownChanged = false;
   private loaded: Map<string, number | bigint>;
 
   constructor(
@@ -50,7 +55,7 @@ export class ScriptWatcher {
     this.loaded = current.hashes;
     m.closed.then(() => this.close(), () => this.close());
     // Edited between loading and now (e.g. while mounting): nobody saw that event.
-    if (!this.unchanged()) this.schedule();
+    if (!this.unchanged(this.loaded)) this.schedule();
   }
 
   private log(line: string): void {
@@ -80,8 +85,11 @@ export class ScriptWatcher {
   private onChange(dir: string, name: string | Buffer | null): void {
     if (this.closed) return;
     const file = name ? join(dir, String(name)) : null;
-    // After a failed load, any module-like file may be the (new, broken) import being fixed.
-    if (file && !this.files.has(file) && !(this.failed && MODULE_FILE.test(file))) return;
+    // After a failed load, any source file may be the (new, missing or broken) import being fixed.
+    if (file && !this.files.has(file)) {
+      if (!(this.failed && SOURCE_FILE.test(file))) return;
+      this.unknownChanged = true;
+    }
     this.schedule();
   }
 
@@ -115,23 +123,32 @@ export class ScriptWatcher {
     return this.running;
   }
 
-  private unchanged(): boolean {
-    for (const [f, h] of hashFiles(this.loaded.keys())) if (this.loaded.get(f) !== h) return false;
-    return this.loaded.size > 0;
+  /** Whether the files in `hashes` still have that content. */
+  private unchanged(hashes: Map<string, number | bigint>): boolean {
+    for (const [f, h] of hashFiles(hashes.keys())) if (hashes.get(f) !== h) return false;
+    return hashes.size > 0;
   }
 
   private async reloadOnce(force: boolean): Promise<boolean> {
     const name = show(this.current.file);
     // Saved without changes (or a file beside the script changed): nothing to do.
-    if (!force && !this.failed && this.unchanged()) return true;
+    if (!force && !this.failed && this.unchanged(this.loaded)) return true;
+    if (!force && this.failed && !this.unknownChanged && this.failedWith && this.unchanged(this.failedWith)) return false;
+    this.unknownChanged = false;
     const t0 = performance.now();
+    const attempt = hashFiles(this.files); // before loading: an edit racing with the load retries
+    const failedWith = () => {
+      for (const [f, h] of hashFiles([...this.files].filter((f) => !attempt.has(f)))) attempt.set(f, h);
+      return attempt;
+    };
     let next: ScriptVersion;
     try {
-      next = await loadScriptVersion(this.current.file, this.options, this.current);
+      next = await loadScriptVersion(this.current.file, this.options, this.current, this.files);
     } catch (e) {
       this.m.reloadCounters.reloadErrors++;
       this.failed = true;
       if (e instanceof ScriptError) this.track(e.modules);
+      this.failedWith = failedWith();
       this.log(`fuse-uring: reload of ${name} failed, still serving version ${this.version}: ${e instanceof Error ? e.message : String(e)}`);
       return false;
     }
@@ -146,6 +163,7 @@ export class ScriptWatcher {
     } catch (e) {
       next.controller.abort();
       this.failed = true;
+      this.failedWith = failedWith();
       this.log(`fuse-uring: reload of ${name} failed, still serving version ${this.version}: ${e instanceof Error ? e.message : String(e)}`);
       return false;
     }
@@ -153,6 +171,7 @@ export class ScriptWatcher {
     this.current = next;
     this.loaded = next.hashes;
     this.failed = false;
+    this.failedWith = null;
     this.version++;
     this.log(
       `fuse-uring: reloaded ${name} (version ${this.version}): ${summarize(report)}; ` +
