@@ -75,6 +75,11 @@ for (const transport of TRANSPORTS) {
       expect(await cat(`${m}/hello.txt`)).toBe("v1\n");
       expect(await cat(`${m}/old.txt`)).toBe("old\n");
       expect(await cat(`${m}/sub/inner.txt`)).toBe("inner v1\n");
+      // Held open for the whole test, so the kernel keeps these inodes (and cannot FORGET them
+      // when someone drops the caches): their node ids must survive every reload.
+      const holder = spawnBg(["sh", "-c", 'exec 3<"$1/hello.txt" 4<"$1/keep.txt"; : > "$2.held"; while [ ! -e "$2" ]; do sleep 0.05; done', "sh", m, stop], { timeoutMs: 40_000 });
+      for (let i = 0; i < 250 && !existsSync(`${stop}.held`); i++) await sleep(20);
+      expect(existsSync(`${stop}.held`)).toBe(true);
       const keepBefore = await fsopOk("stat", `${m}/keep.txt`);
       const inoBefore = (await fsopOk("stat", `${m}/hello.txt`)).ino;
 
@@ -125,6 +130,7 @@ for (const transport of TRANSPORTS) {
       expect((await fsop("stat", `${m}/new.txt`)).code).toBe("ENOENT");
 
       writeFileSync(stop, "");
+      expect((await holder.done).code).toBe(0);
       const r = await resident.done;
       expect(r.code, r.stderr).toBe(0);
       expect(r.stdout).toBe(`${m}/sub\ninner v3\ninner.txt\n`);
