@@ -77,7 +77,7 @@ for (const transport of TRANSPORTS) {
       expect(await cat(`${m}/sub/inner.txt`)).toBe("inner v1\n");
       // Held open for the whole test, so the kernel keeps these inodes (and cannot FORGET them
       // when someone drops the caches): their node ids must survive every reload.
-      const holder = spawnBg(["sh", "-c", 'exec 3<"$1/hello.txt" 4<"$1/keep.txt"; : > "$2.held"; while [ ! -e "$2" ]; do sleep 0.05; done', "sh", m, stop], { timeoutMs: 40_000 });
+      const holder = spawnBg(["sh", "-c", 'exec 3<"$1/hello.txt" 4<"$1/keep.txt" 5<"$1/sub/inner.txt"; : > "$2.held"; while [ ! -e "$2" ]; do sleep 0.05; done', "sh", m, stop], { timeoutMs: 40_000 });
       for (let i = 0; i < 250 && !existsSync(`${stop}.held`); i++) await sleep(20);
       expect(existsSync(`${stop}.held`)).toBe(true);
       const keepBefore = await fsopOk("stat", `${m}/keep.txt`);
@@ -235,7 +235,8 @@ for (const transport of TRANSPORTS) {
       await waitFlag("ready");
       writeFileSync(main, version(null));
       await waitVersion(d, 2);
-      expect(d.stderr()).toMatch(/\(version 2\): 2 removed \((\/sub, \/sub\/inner\.txt|\/sub\/inner\.txt, \/sub)\)/);
+      // inner.txt is listed too if the kernel still held it (someone may have dropped the caches).
+      expect(d.stderr()).toMatch(/\(version 2\): (1 removed \(\/sub\)|2 removed \(\/sub, \/sub\/inner\.txt\));/);
       expect((await fsopOk("listdir", d.mnt)).names).toEqual(["top.txt"]);
       writeFileSync(join(flags, "go1"), "");
       await waitFlag("done1");
