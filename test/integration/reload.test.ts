@@ -10,6 +10,7 @@ import {
   CLI,
   TRANSPORTS,
   cleanupAfterEach,
+  fixtureCommand,
   fsop,
   fsopOk,
   fuseTest,
@@ -294,6 +295,31 @@ for (const transport of TRANSPORTS) {
       writeFileSync(join(dir, "later.ts"), `export const m = "later\\n";\n`);
       await waitVersion(d, 4);
       expect(await cat(`${d.mnt}/a.txt`)).toBe("later\n");
+      expect(await d.stop("SIGTERM", 10_000)).toBe(0);
+    });
+
+    fuseTest("API: m.reload(tree), m.reload((old) => …), and a refused m.reload(inodeFS)", async () => {
+      const d = await startDaemon(args, { command: fixtureCommand("reload-api.ts") });
+      const m = d.mnt;
+      expect(await cat(`${m}/a.txt`)).toBe("one\n");
+      expect(await cat(`${m}/gone.txt`)).toBe("x\n");
+      d.proc.kill("SIGUSR1");
+      await waitFor(d, (e) => e.includes("fixture: report"), "the report");
+      const report = JSON.parse(/fixture: report (.*)/.exec(d.stderr())![1]!);
+      expect(report).toEqual({ changed: ["/a.txt"], added: ["/b.txt"], removed: ["/gone.txt"], kind: "paths", reloads: 1 });
+      expect(await cat(`${m}/a.txt`)).toBe("two\n");
+      expect((await fsopOk("listdir", m)).names).toEqual(["a.txt", "b.txt"]);
+      expect((await fsop("stat", `${m}/gone.txt`)).code).toBe("ENOENT");
+      d.proc.kill("SIGUSR2");
+      await waitFor(d, (e) => e.includes("fixture: refused"), "the refusal");
+      expect(d.stderr()).toContain("fixture: refused reload refused: the new version is an inode-API filesystem (MemFS)");
+      expect(d.stderr()).toContain("errors=1");
+      expect(await cat(`${m}/a.txt`)).toBe("two\n");
+      d.proc.kill("SIGHUP");
+      await waitFor(d, (e) => e.includes("fixture: hook report"), "the hook report");
+      expect(d.stderr()).toContain("fixture: hook got PathFS");
+      expect(JSON.parse(/fixture: hook report (.*)/.exec(d.stderr())![1]!)).toEqual({ changed: ["/a.txt"], removed: ["/b.txt"], kind: "paths" });
+      expect(await cat(`${m}/a.txt`)).toBe("three\n");
       expect(await d.stop("SIGTERM", 10_000)).toBe(0);
     });
 
