@@ -4,7 +4,7 @@
 import { renameSync, writeFileSync } from "node:fs";
 import { reloadMount, type ReloadHook, type ReloadReport } from "./reload/swap.ts";
 import { attachMount, invalidateEntryPath, invalidatePath, toInodeFS, type Filesystem } from "./path/convert.ts";
-import { attach, detach, isMounted, MountError, type MountFlags } from "./mountpoint.ts";
+import { attach, detach, isMounted, MountError, type MountFlags, type VfsOptions } from "./mountpoint.ts";
 import { Notify } from "./protocol/constants.ts";
 import { defaultSessionOptions, Session, type SessionOptions, type SessionStats } from "./session/session.ts";
 
@@ -15,6 +15,8 @@ export interface MountOptions extends Partial<SessionOptions> {
   /** Let the kernel check permissions from mode/uid/gid (default true). */
   defaultPermissions?: boolean;
   readOnly?: boolean;
+  /** VFS flags and kernel options: noexec, noatime, suid/dev (root), maxRead, … */
+  vfs?: VfsOptions;
   /** Write stats JSON here at least once a second and at exit. */
   statsFile?: string;
   /** Give up if the kernel does not complete INIT within this time (ms). */
@@ -144,14 +146,22 @@ export async function mount(mountpoint: string, filesystem: Filesystem, options:
     allowOther: options.allowOther ?? false,
     defaultPermissions: options.defaultPermissions ?? true,
     readOnly: options.readOnly ?? false,
+    vfs: options.vfs,
   };
   const { fd } = attach(mountpoint, flags);
   let session: Session;
   try {
     session = new Session(fd, fs, { ...defaultSessionOptions, ...options });
+  } catch (e) {
+    detach(mountpoint, true);
+    throw e;
+  }
+  try {
+    await session.prepareWorkers();
     session.start();
   } catch (e) {
     detach(mountpoint, true);
+    await session.close(200);
     throw e;
   }
   const timeoutMs = options.initTimeoutMs ?? 10000;

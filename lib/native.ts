@@ -35,18 +35,24 @@ export const symbols = {
   fu_classic_destroy: { args: [ptr], returns: vd },
   fu_classic_stats: { args: [ptr], returns: ptr },
 
-  fu_ring_create: { args: [i32, u32, u32, u32, u32, fn, ptr], returns: ptr },
+  fu_classic_set_dataplane: { args: [ptr, ptr], returns: i32 },
+
+  fu_ring_create: { args: [i32, ptr, u32, u32, u32, u32, u32, fn, ptr, ptr], returns: ptr },
   fu_ring_start: { args: [ptr], returns: i32 },
-  fu_ring_set_spin: { args: [ptr, u64], returns: vd },
+  fu_ring_enter: { args: [ptr, ptr, u32, u32], returns: u32 },
+  fu_ring_set_idle: { args: [ptr, u32], returns: i32 },
+  fu_ring_set_native_sync: { args: [ptr, u32], returns: vd },
   fu_ring_header: { args: [ptr, u32], returns: ptr },
   fu_ring_payload: { args: [ptr, u32], returns: ptr },
-  fu_ring_pop: { args: [ptr, ptr, u32], returns: u32 },
   fu_ring_commit: { args: [ptr, u32], returns: i32 },
   fu_ring_io: { args: [ptr, u32, u32, i32, u64, u32], returns: i32 },
-  fu_ring_kick: { args: [ptr], returns: vd },
-  fu_ring_stop: { args: [ptr], returns: vd },
   fu_ring_destroy: { args: [ptr], returns: vd },
   fu_ring_stats: { args: [ptr], returns: ptr },
+
+  fu_dataplane_create: { args: [u32, ptr], returns: ptr },
+  fu_dataplane_set: { args: [ptr, u32, i32], returns: i32 },
+  fu_dataplane_destroy: { args: [ptr], returns: vd },
+  fu_abi_version: { args: [], returns: u32 },
 } as const;
 
 

@@ -1,11 +1,14 @@
 // `fuse-uring mount …`: mounts in the foreground and stays until the mount goes away.
 
+import { resolve } from "node:path";
 import { statSync } from "node:fs";
 import type { InodeFS } from "../../lib/fs/types.ts";
 import type { ScriptVersion } from "../../lib/script.ts";
 import { mount, type Mount } from "../../lib/mount.ts";
-import { detach } from "../../lib/mountpoint.ts";
+import { detach, fuseDeviceAt, isDeviceMounted } from "../../lib/mountpoint.ts";
 import type { MountCommand } from "../args.ts";
+import { publishStats, statsPathFor } from "../runtime.ts";
+import { VERSION } from "../version.ts";
 
 function deadMountError(mountpoint: string): string | null {
   try {
@@ -54,8 +57,36 @@ async function loadFilesystem(cmd: MountCommand): Promise<{ fs: InodeFS; label: 
   }
 }
 
+/** Exit codes of `fuse-uring mount` (documented in USAGE and README). */
+export const EXIT = { unmount: 0, signal: 0, error: 1, usage: 2, aborted: 3 } as const;
+
+/**
+ * How the session ended, as the one stop line names it, and the exit code that tells the ways
+ * apart. `reason` is the session's end reason (Mount.closed). A connection aborted through
+ * fusectl leaves its mount (device `dev`) in place, which identifies it also when the session
+ * reports the end generically.
+ */
+export function stopReason(reason: string, signal: string | null, dev: string | null): { text: string; code: number } {
+  if (signal) return { text: `signal ${signal}`, code: EXIT.signal };
+  if (/abort/i.test(reason)) return { text: "connection aborted", code: EXIT.aborted };
+  // The transports may see the end as ENODEV (/dev/fuse) or ENOTCONN (ring entries) first.
+  if (reason === "unmounted" || /\b(ENOTCONN|ENODEV)\b/.test(reason)) {
+    if (dev && isDeviceMounted(dev)) return { text: "connection aborted", code: EXIT.aborted };
+    return { text: "unmount", code: EXIT.unmount };
+  }
+  return { text: `error: ${reason}`, code: EXIT.error };
+}
+
 export async function runMount(cmd: MountCommand): Promise<number> {
   const { fs, label } = await loadFilesystem(cmd);
+  if (cmd.workers > 1 && fs.replicable !== true) {
+    process.stderr.write(
+      `fuse-uring: cannot mount ${label} with --workers ${cmd.workers}: each worker runs its own copy of the filesystem, so its ` +
+        `node ids and file handles must be computed alike in every copy; declare \`replicable: true\` on the InodeFS ` +
+        `(memfs, tree(), paths() and the passthrough keep per-thread state and run on one thread)\n`,
+    );
+    return 1;
+  }
   const stale = cleanStaleMount(cmd.mountpoint, (line) => process.stderr.write(line + "\n"));
   if (stale) {
     process.stderr.write(`fuse-uring: cannot mount ${label} at ${cmd.mountpoint}: ${stale}\n`);
@@ -92,20 +123,30 @@ export async function runMount(cmd: MountCommand): Promise<number> {
       writebackCache: cmd.writebackCache,
       kernelPassthrough: cmd.kernelPassthrough,
       fixedBuffers: cmd.fixedBuffers,
+      dataPlane: cmd.dataPlane,
+      workers: cmd.workers,
+      workerModule: cmd.workers > 1 && cmd.fs.type === "script" ? { path: resolve(cmd.fs.path), args: cmd.fs.args, mountpoint: cmd.mountpoint } : null,
       entryTtl: cmd.entryTtl,
       attrTtl: cmd.attrTtl,
       negativeTtl: cmd.negativeTtl,
+      vfs: cmd.vfs,
     });
   } catch (e) {
     process.stderr.write(`fuse-uring: cannot mount ${label} at ${cmd.mountpoint}: ${e instanceof Error ? e.message : String(e)}\n`);
     return 1;
   }
   process.stderr.write(`fuse-uring: mounted ${label} at ${cmd.mountpoint} (transport=${m.transport}: ${m.transportReason})\n`);
+  const dev = fuseDeviceAt(cmd.mountpoint);
+  // Live stats for `fuse-uring stats MNT`, found through the mount's device number.
+  const mounted = m;
+  const live = dev ? publishStats(statsPathFor(dev), () => ({ ...mounted.stats(), pid: process.pid, version: VERSION, label, device: dev })) : null;
   if (signalled) unmountNow(m);
   if (cmd.watch) await startWatching(cmd, m, loadedScripts.get(fs), label);
   const reason = await m.closed;
-  if (cmd.debug) process.stderr.write(`fuse-uring: session ended (${reason})\n`);
-  return 0;
+  live?.stop();
+  const stop = stopReason(reason, signalled, dev);
+  process.stderr.write(`fuse-uring: unmounted ${cmd.mountpoint} (${stop.text})\n`);
+  return stop.code;
 }
 
 /** The loaded version of a script filesystem, for --watch (which reloads from it). */
