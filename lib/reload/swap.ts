@@ -49,6 +49,7 @@ export interface Reloadable extends Notifier {
     readonly fs: InodeFS;
     readonly initInfo: import("../fs/types.ts").InitInfo | null;
     replaceFilesystem(fs: InodeFS): number;
+    prepareWorkerReload?(): Promise<(() => Promise<number>) | null>;
   };
   readonly reloadCounters: { reloads: number; reloadErrors: number };
 }
@@ -59,9 +60,14 @@ function describeFs(fs: InodeFS): string {
   return `an inode-API filesystem${name && name !== "Object" ? ` (${name})` : ""}`;
 }
 
-/** Why `next` cannot replace `old` without a hook, or null if it can. */
+/**
+ * Why `next` cannot replace `old` without a hook, or null if it can (`next` null: not known yet).
+ * Replicable filesystems (`replicable: true`, see --workers) compute their node ids from what
+ * the request names, so a new version agrees with the old one on them as copies do.
+ */
 export function needsHook(old: InodeFS, next: InodeFS | null): string | null {
   if (isPathFS(old) && (next === null || isPathFS(next))) return null;
+  if (old.replicable === true && (next === null || next.replicable === true)) return null;
   const what = !isPathFS(old) ? `the mounted version is ${describeFs(old)}` : `the new version is ${describeFs(next!)}`;
   return (
     `${what}, whose node ids only it knows; a reload needs a hook that carries the old instance's ` +
@@ -113,6 +119,14 @@ async function swap(m: Reloadable, next: Filesystem | ReloadHook): Promise<Reloa
     }
   }
 
+  // --workers N: every worker loads its copy of the new version first, so all threads swap or none.
+  let commitWorkers: (() => Promise<number>) | null = null;
+  try {
+    commitWorkers = (await m.session.prepareWorkerReload?.()) ?? null;
+  } catch (e) {
+    throw new ReloadError(`a worker could not load the new version: ${e instanceof Error ? e.message : String(e)}`);
+  }
+
   // Adopt and swap synchronously: no request can arrive in between.
   const t0 = performance.now();
   const paths = fs !== old && isPathFS(old) && isPathFS(fs);
@@ -120,8 +134,9 @@ async function swap(m: Reloadable, next: Filesystem | ReloadHook): Promise<Reloa
     (fs as PathFS).adopt(old as PathFS);
     adoptTreeState(fs as PathFS, old as PathFS);
   }
-  const inflight = m.session.replaceFilesystem(fs);
+  let inflight = m.session.replaceFilesystem(fs);
   attachMount(fs, m);
+  if (commitWorkers) inflight += await commitWorkers();
   const swapMs = performance.now() - t0;
   m.reloadCounters.reloads++;
 

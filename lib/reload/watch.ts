@@ -192,9 +192,8 @@ export class ScriptWatcher {
 }
 
 /**
- * Hot-reload `m` whenever `version`'s script or a local file it imports changes.
- * (`--workers N`, once it exists: each worker's session must be swapped; run the load once and
- * hand every worker the new version, or one watcher per worker.)
+ * Hot-reload `m` whenever `version`'s script or a local file it imports changes. With
+ * `--workers N`, m.reload() has every worker load its own copy before any thread swaps.
  */
 export function watchScript(m: Mount, version: ScriptVersion, options: WatchOptions = {}): ScriptWatcher {
   return new ScriptWatcher(m, version, options);

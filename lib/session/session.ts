@@ -531,12 +531,20 @@ export class Session implements Sink, ReplyObserver {
    * Hot reload (lib/reload/): requests that arrive from now on go to `fs`. Requests in flight
    * finish on the filesystem they started on (the dispatcher read `fs` once per request), so
    * each is still answered exactly once. Returns how many were in flight at the swap.
-   * With several workers (`--workers N`, not built yet) every worker's session swaps.
+   * With `--workers N`, prepareWorkerReload() first, and commit after this swap.
    */
   replaceFilesystem(fs: InodeFS): number {
     (this as { fs: InodeFS }).fs = fs;
     (this.dispatcher as { fs: InodeFS }).fs = fs;
     return this.counters.inflight;
+  }
+
+  /**
+   * Hot reload with `--workers N`: every worker loads the next version of its module; resolves to
+   * a commit that swaps them all (null without workers). Rejects if a worker cannot load it.
+   */
+  prepareWorkerReload(): Promise<(() => Promise<number>) | null> {
+    return this.pool ? this.pool.prepareReload() : Promise.resolve(null);
   }
 
   backingOpen(fd: number): number {

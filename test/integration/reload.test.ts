@@ -8,6 +8,7 @@ import { join } from "node:path";
 import {
   BUN,
   CLI,
+  REPO,
   TRANSPORTS,
   cleanupAfterEach,
   fixtureCommand,
@@ -361,3 +362,41 @@ for (const transport of TRANSPORTS) {
     });
   });
 }
+
+describe("hot reload with --workers 2 over uring", () => {
+  transportHooks("uring");
+  cleanupAfterEach();
+
+  /** A replicable filesystem (node ids fixed): /f reads "TEXT main|worker\n", direct I/O. */
+  const replicable = (text: string) =>
+    `import { FuseError, S_IFDIR, S_IFREG } from ${JSON.stringify(`${REPO}/lib/index.ts`)};\n` +
+    `import { isMainThread } from "node:worker_threads";\n` +
+    `const body = () => Buffer.from(${JSON.stringify(text)} + (isMainThread ? " main" : " worker") + "\\n");\n` +
+    `const attr = (ino) => ({ ino, mode: ino === 1 ? S_IFDIR | 0o755 : S_IFREG | 0o444, nlink: 1, uid: 0, gid: 0, rdev: 0, size: ino === 1 ? 0 : 4096, blocks: 0, atime: 0, atimeNsec: 0, mtime: 0, mtimeNsec: 0, ctime: 0, ctimeNsec: 0 });\n` +
+    `export default {\n  replicable: true,\n` +
+    `  lookup(_c, parent, name) { if (parent === 1 && name === "f") return { ino: 2, attr: attr(2) }; throw new FuseError("ENOENT"); },\n` +
+    `  getattr(_c, ino) { return attr(ino); },\n` +
+    `  open() { return { fh: 0, directIo: true }; },\n` +
+    `  read(_c, _i, _fh, off) { const b = body(); return off >= b.length ? new Uint8Array(0) : b.subarray(off); },\n};\n`;
+
+  fuseTest("every worker swaps to the new version; a broken edit keeps all of them on the old one", async () => {
+    const dir = scratchDir();
+    const main = join(dir, "fs.ts");
+    writeFileSync(main, replicable("v1"));
+    const d = await startDaemon(["--transport", "uring", "--workers", "2"], { command: watched(main) });
+    expect(d.readyLine).toContain("2 worker threads");
+    const onCpu = (cpu: number) => shOk(`taskset -c ${cpu} cat "$1/f"`, [d.mnt]);
+    expect([await onCpu(0), await onCpu(1)]).toEqual(["v1 worker\n", "v1 worker\n"]);
+    writeFileSync(main, replicable("v2"));
+    await waitVersion(d, 2);
+    expect([await onCpu(0), await onCpu(1)]).toEqual(["v2 worker\n", "v2 worker\n"]);
+    writeFileSync(main, replicable("v3").replace("replicable: true,", "replicable: true,,"));
+    await waitFor(d, (e) => e.includes("failed, still serving version 2"), "the failure");
+    expect(d.stderr()).toContain(`${main}:`);
+    expect([await onCpu(0), await onCpu(1)]).toEqual(["v2 worker\n", "v2 worker\n"]);
+    writeFileSync(main, replicable("v4"));
+    await waitVersion(d, 3);
+    expect([await onCpu(0), await onCpu(1)]).toEqual(["v4 worker\n", "v4 worker\n"]);
+    expect(await d.stop("SIGTERM", 10_000)).toBe(0);
+  });
+});
