@@ -49,7 +49,7 @@ export interface Source {
   /** Drain arrived completions; calls the sink for each. */
   drain(): void;
   /** Send the reply already written in slot (out_header at 0, `payloadLen` bytes of payload). */
-  reply(slot: Slot, payloadLen: number): void;
+  reply(slot: Slot, payloadLen: number): number | void;
   /** Give the slot back without a reply (FORGET, INTERRUPT, …). */
   release(slot: Slot): void;
   /** End of a batch: submit what reply() queued. */
