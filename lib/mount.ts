@@ -5,6 +5,7 @@ import { renameSync, writeFileSync } from "node:fs";
 import { attachMount, invalidateEntryPath, invalidatePath, toInodeFS, type Filesystem } from "./path/convert.ts";
 import { attach, detach, isMounted, MountError, type MountFlags } from "./mountpoint.ts";
 import { Notify } from "./protocol/constants.ts";
+import { nameToBytes } from "./protocol/names.ts";
 import { defaultSessionOptions, Session, type SessionOptions, type SessionStats } from "./session/session.ts";
 
 export interface MountOptions extends Partial<SessionOptions> {
@@ -104,7 +105,7 @@ export class Mount implements AsyncDisposable {
   invalidateEntry(parent: string, name: string): Promise<boolean>;
   invalidateEntry(parent: number | string, name: string): Promise<number | boolean> {
     if (typeof parent === "string") return invalidateEntryPath(this, parent, name);
-    const nameBytes = Buffer.from(name, "utf8");
+    const nameBytes = nameToBytes(name); // lone surrogates U+DC80–U+DCFF are raw bytes
     const body = new Uint8Array(16 + nameBytes.length + 1);
     const dv = new DataView(body.buffer);
     dv.setBigUint64(0, BigInt(parent), true);

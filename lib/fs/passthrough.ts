@@ -58,6 +58,7 @@ import type {
 } from "./types.ts";
 import { S_IFDIR, S_IFLNK, S_IFMT, S_IFREG } from "./types.ts";
 import * as libc from "./passthrough/libc.ts";
+import { decodeName, fsPath } from "../protocol/names.ts";
 
 export interface PassthroughOptions {
   /** Serve file data in the kernel (FUSE_PASSTHROUGH; needs CAP_SYS_ADMIN). Default false. */
@@ -133,9 +134,12 @@ export class PassthroughNode {
     return PROC + this.fd;
   }
 
-  /** `/proc/self/fd/N/name`: an entry of this directory. */
-  child(name: string): string {
-    return PROC + this.fd + "/" + name;
+  /**
+   * `/proc/self/fd/N/name`: an entry of this directory. Names are bytes: a name holding
+   * U+DC80–U+DCFF (raw non-UTF-8 bytes, protocol/names.ts) gives a Buffer path with those bytes.
+   */
+  child(name: string): string | Buffer {
+    return fsPath(PROC + this.fd + "/" + name);
   }
 }
 
@@ -150,7 +154,7 @@ class DirHandle {
 
 // ---- small async helpers over the callback API (raw descriptors, no FileHandle objects) -------
 
-function openFd(path: string, flags: number, mode = 0): Promise<number> {
+function openFd(path: string | Buffer, flags: number, mode = 0): Promise<number> {
   return new Promise((resolve, reject) => fsOpen(path, flags, mode, (err, fd) => (err ? reject(err) : resolve(fd))));
 }
 
@@ -264,7 +268,7 @@ export class PassthroughFS implements InodeFS {
 
   /** The backing file's current path (best effort: where /proc says the descriptor points). */
   async sourcePath(id: number): Promise<string> {
-    return await fsp.readlink(this.live(id).path);
+    return decodeName(await fsp.readlink(this.live(id).path, { encoding: "buffer" }));
   }
 
   /** Number of nodes in the table (root included). */
@@ -507,7 +511,7 @@ export class PassthroughFS implements InodeFS {
   async symlink(ctx: RequestContext, parent: number, name: string, target: string): Promise<Entry> {
     const dir = this.node(parent);
     try {
-      await fsp.symlink(target, dir.child(name));
+      await fsp.symlink(fsPath(target), dir.child(name));
       this.applyOwner(ctx, dir, name);
       return await this.lookupIn(dir, name);
     } catch (e) {
@@ -768,7 +772,7 @@ export class PassthroughFS implements InodeFS {
         const type = buf[pos + 18]!;
         let end = buf.indexOf(0, pos + 19);
         if (end < 0 || end > pos + reclen) end = pos + reclen;
-        names.push(buf.toString("utf8", pos + 19, end));
+        names.push(decodeName(buf, pos + 19, end));
         inos.push(ino);
         types.push(type);
         pos += reclen;

@@ -8,6 +8,7 @@
 
 import { dlopen, FFIType, read } from "bun:ffi";
 import { FuseError } from "../errors.ts";
+import { decodeName, nameToCString } from "../../protocol/names.ts";
 
 const { i32, u32, i64, u64, ptr, i64_fast } = FFIType;
 
@@ -68,12 +69,12 @@ function check(rc: number, what: string): number {
   return rc;
 }
 
-/** NUL-terminated UTF-8 bytes for a path or name argument. */
+/**
+ * NUL-terminated bytes for a path or name argument: the exact bytes of the name (lone surrogates
+ * U+DC80–U+DCFF are raw non-UTF-8 bytes, protocol/names.ts), never a lossy UTF-8 re-encoding.
+ */
 export function cstr(s: string): Buffer {
-  const b = Buffer.allocUnsafe(Buffer.byteLength(s, "utf8") + 1);
-  const n = b.write(s, 0, "utf8");
-  b[n] = 0;
-  return b;
+  return nameToCString(s);
 }
 
 const EMPTY = Buffer.from([0]);
@@ -158,7 +159,7 @@ export function listxattr(path: string): string[] {
       let start = 0;
       for (let i = 0; i < got; i++) {
         if (buf[i] === 0) {
-          if (i > start) out.push(buf.toString("utf8", start, i));
+          if (i > start) out.push(decodeName(buf, start, i));
           start = i + 1;
         }
       }
