@@ -27,6 +27,9 @@ Options:
   --fsname NAME, --subtype NAME   names shown in /proc/mounts (fuse.SUBTYPE)
   --writeback-cache               let the kernel cache writes (FUSE_WRITEBACK_CACHE)
   --kernel-passthrough            (--passthrough) serve file data in the kernel
+  --fd-budget N                   (--passthrough) most inode descriptors held (LRU; default:
+                                  half of RLIMIT_NOFILE, at most 65536)
+  --no-file-handles               (--passthrough) re-open evicted inodes by path only
   --no-fixed-buffers              (io_uring) backing I/O with plain READ/WRITE instead of
                                   READ_FIXED/WRITE_FIXED on registered buffers (comparison)
   --entry-ttl S, --attr-ttl S     kernel cache lifetimes in seconds (default 1)
@@ -51,6 +54,10 @@ export interface MountCommand {
   subtype?: string;
   writebackCache: boolean;
   kernelPassthrough: boolean;
+  /** --passthrough: O_PATH descriptor budget (undefined: the default). */
+  fdBudget?: number;
+  /** --passthrough: re-open evicted inodes by kernel file handle when permitted (default true). */
+  fileHandles: boolean;
   fixedBuffers: boolean;
   entryTtl: number;
   attrTtl: number;
@@ -105,7 +112,7 @@ export function parseArgs(argv: string[]): Command {
   const positional: string[] = [];
   const cmd: Omit<MountCommand, "fs" | "mountpoint"> & { fs?: MountCommand["fs"] } = {
     kind: "mount", transport: "auto", queueDepth: 8, maxWrite: 1 << 20, debug: false, allowOther: false,
-    defaultPermissions: true, readOnly: false, writebackCache: false, kernelPassthrough: false, fixedBuffers: true,
+    defaultPermissions: true, readOnly: false, writebackCache: false, kernelPassthrough: false, fixedBuffers: true, fileHandles: true,
     entryTtl: 1, attrTtl: 1, negativeTtl: 0,
   };
   const dashdash = rest.indexOf("--");
@@ -135,6 +142,8 @@ export function parseArgs(argv: string[]): Command {
       case "--subtype": cmd.subtype = strArg(flag, value()); break;
       case "--writeback-cache": cmd.writebackCache = true; break;
       case "--kernel-passthrough": cmd.kernelPassthrough = true; break;
+      case "--fd-budget": cmd.fdBudget = intArg(flag, value(), 1, 1 << 30); break;
+      case "--no-file-handles": cmd.fileHandles = false; break;
       case "--no-fixed-buffers": cmd.fixedBuffers = false; break;
       case "--entry-ttl": cmd.entryTtl = numArg(flag, value()); break;
       case "--attr-ttl": cmd.attrTtl = numArg(flag, value()); break;
@@ -150,5 +159,6 @@ export function parseArgs(argv: string[]): Command {
   } else if (scriptArgs.length) throw new UsageError("arguments after -- are for a script filesystem");
   if (positional.length !== 1) throw new UsageError(positional.length === 0 ? "missing MOUNTPOINT" : `unexpected arguments: ${positional.slice(1).join(" ")}`);
   if (cmd.kernelPassthrough && cmd.fs.type !== "passthrough") throw new UsageError("--kernel-passthrough needs --passthrough SRC");
+  if (cmd.fdBudget !== undefined && cmd.fs.type !== "passthrough") throw new UsageError("--fd-budget needs --passthrough SRC");
   return { ...cmd, fs: cmd.fs, mountpoint: positional[0]! } as MountCommand;
 }

@@ -6,6 +6,7 @@ import { attachMount, invalidateEntryPath, invalidatePath, toInodeFS, type Files
 import { attach, detach, isMounted, MountError, type MountFlags } from "./mountpoint.ts";
 import { Notify } from "./protocol/constants.ts";
 import { nameToBytes } from "./protocol/names.ts";
+import type { FdCacheStats } from "./fs/passthrough/nodes.ts";
 import { defaultSessionOptions, Session, type SessionOptions, type SessionStats } from "./session/session.ts";
 
 export interface MountOptions extends Partial<SessionOptions> {
@@ -24,6 +25,8 @@ export interface MountOptions extends Partial<SessionOptions> {
 export interface MountStats extends SessionStats {
   mountpoint: string;
   uptimeMs: number;
+  /** Passthrough: the inode descriptor cache (budget, held, maxHeld, evictions, re-opens, …). */
+  descriptors?: FdCacheStats;
 }
 
 export class Mount implements AsyncDisposable {
@@ -52,7 +55,9 @@ export class Mount implements AsyncDisposable {
   }
 
   stats(): MountStats {
-    return { ...this.session.stats(), mountpoint: this.mountpoint, uptimeMs: Date.now() - this.startedAt };
+    const fdStats = (this.session.fs as { fdStats?: () => FdCacheStats }).fdStats;
+    const descriptors = typeof fdStats === "function" ? { descriptors: fdStats.call(this.session.fs) } : {};
+    return { ...this.session.stats(), mountpoint: this.mountpoint, uptimeMs: Date.now() - this.startedAt, ...descriptors };
   }
 
   private writeStats(): void {

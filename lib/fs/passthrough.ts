@@ -58,6 +58,7 @@ import type {
 } from "./types.ts";
 import { S_IFDIR, S_IFLNK, S_IFMT, S_IFREG } from "./types.ts";
 import * as libc from "./passthrough/libc.ts";
+import { FdCache, PassthroughNode, probeHandles, type FdCacheStats } from "./passthrough/nodes.ts";
 import { decodeName, fsPath } from "../protocol/names.ts";
 
 export interface PassthroughOptions {
@@ -67,7 +68,17 @@ export interface PassthroughOptions {
   emulateOwnership?: boolean;
   /** Where one-time notices go (default: stderr). */
   log?: (line: string) => void;
+  /**
+   * Most O_PATH descriptors held for inodes the kernel knows (least recently used ones are
+   * closed and re-opened on demand). Default: half the RLIMIT_NOFILE soft limit (after raising
+   * it to the hard limit), at most 65536.
+   */
+  fdBudget?: number;
+  /** Re-open evicted inodes by kernel file handle when permitted (default true; false: by path). */
+  fileHandles?: boolean;
 }
+
+export { PassthroughNode };
 
 const O_PATH = 0o10000000; // same value on x86_64 and aarch64
 const O_ACCMODE = 3;
@@ -96,51 +107,20 @@ const COPY_CHUNK = 64 << 20;
 const PLUS_BATCH = 32;
 
 const PROC = "/proc/self/fd/";
+const RENAME_EXCHANGE = 2;
 const NS = 1_000_000_000n;
 
-/** One backing inode the kernel holds references to. */
-export class PassthroughNode {
-  /** Lookup references held by the kernel. */
-  nlookup = 0;
-  /** Open file handles (OPEN/CREATE not yet RELEASEd). */
-  opens = 0;
-  /** Kernel passthrough backing id while handles are open (0 = none). */
-  backingId = 0;
-  /** Kernel passthrough refused for this inode: serve it through the daemon. */
-  noPassthrough = false;
-  /** Lost a link through unlink/rename while open: check on the last release. */
-  unlinked = false;
-  /**
-   * Set when the backing file was deleted and its descriptor closed early (so the source frees
-   * the space now, not when the kernel gets round to FORGET): GETATTR answers with this.
-   */
-  deletedAttr: Attr | null = null;
-  /** Mode bits as last seen (type bits never change). */
-  mode: number;
-  constructor(
-    /** Node id given to the kernel. */
-    readonly id: number,
-    /** O_PATH|O_NOFOLLOW descriptor of the backing file (-1 once deleted and released). */
-    public fd: number,
-    readonly dev: number,
-    readonly ino: number,
-    mode: number,
-  ) {
-    this.mode = mode;
-  }
+/** `/proc/self/fd/N`: the backing file of descriptor N (node:fs follows it to the inode). */
+function procPath(fd: number): string {
+  return PROC + fd;
+}
 
-  /** `/proc/self/fd/N`: the backing file itself (node:fs follows it to the inode). */
-  get path(): string {
-    return PROC + this.fd;
-  }
-
-  /**
-   * `/proc/self/fd/N/name`: an entry of this directory. Names are bytes: a name holding
-   * U+DC80–U+DCFF (raw non-UTF-8 bytes, protocol/names.ts) gives a Buffer path with those bytes.
-   */
-  child(name: string): string | Buffer {
-    return fsPath(PROC + this.fd + "/" + name);
-  }
+/**
+ * `/proc/self/fd/N/name`: an entry of directory descriptor N. Names are bytes: a name holding
+ * U+DC80–U+DCFF (raw non-UTF-8 bytes, protocol/names.ts) gives a Buffer path with those bytes.
+ */
+function childPath(dirFd: number, name: string): string | Buffer {
+  return fsPath(PROC + dirFd + "/" + name);
 }
 
 /** An open directory: its descriptor and the listing snapshot taken at offset 0. */
@@ -215,7 +195,11 @@ const processGid = process.getgid?.() ?? 0;
 
 export class PassthroughFS implements InodeFS {
   readonly source: string;
-  readonly options: Required<Omit<PassthroughOptions, "log">> & { log: (line: string) => void };
+  readonly options: Required<Omit<PassthroughOptions, "log" | "fdBudget">> & { log: (line: string) => void };
+  /** The bounded O_PATH descriptor cache (lib/fs/passthrough/nodes.ts). */
+  readonly fds: FdCache;
+  /** RLIMIT_NOFILE as found and as raised at start. */
+  readonly nofile: libc.NofileLimit;
   /** node id → node */
   protected readonly nodes = new Map<number, PassthroughNode>();
   /** st_dev → st_ino → node */
@@ -239,8 +223,15 @@ export class PassthroughFS implements InodeFS {
     this.options = {
       kernelPassthrough: options.kernelPassthrough ?? false,
       emulateOwnership: options.emulateOwnership ?? true,
+      fileHandles: options.fileHandles ?? true,
       log: options.log ?? ((line) => process.stderr.write(line + "\n")),
     };
+    // Like libfuse's passthrough_hp: use every descriptor the hard limit allows.
+    try {
+      this.nofile = libc.raiseNofile();
+    } catch (e) {
+      this.nofile = { before: 0, after: 0, hard: 0, error: e instanceof Error ? e.message : String(e) };
+    }
     let fd: number;
     try {
       fd = openSync(source, O_PATH | O_DIRECTORY | O_CLOEXEC);
@@ -251,10 +242,35 @@ export class PassthroughFS implements InodeFS {
       );
     }
     const st = fstatSync(fd, { bigint: true });
-    const root = new PassthroughNode(1, fd, Number(st.dev), Number(st.ino), Number(st.mode));
+    const root = new PassthroughNode(1, Number(st.dev), Number(st.ino), Number(st.mode));
+    root.fd = fd;
     root.nlookup = 1; // never forgotten
     this.nodes.set(1, root);
     this.index(root);
+    const limit = this.nofile.after > 0 ? this.nofile.after : 1024;
+    const budget = options.fdBudget ?? Math.max(16, Math.min(65536, Math.floor(Math.min(limit, 1 << 30) / 2)));
+    if (!Number.isInteger(budget) || budget < 1) throw new Error(`passthrough: fdBudget must be an integer ≥ 1, got ${budget}`);
+    const handles = this.options.fileHandles ? probeHandles(fd) : { mountFd: -1, why: "disabled" };
+    this.fds = new FdCache(budget, root, handles.mountFd, this.options.log);
+    this.handleProbe = handles.why;
+  }
+
+  /** Why kernel file handles are (not) used to re-open evicted inodes. */
+  readonly handleProbe: string;
+
+  /** One line for --debug: the descriptor limit and budget. */
+  describeDescriptors(): string {
+    const l = this.nofile;
+    const raised = l.error
+      ? `could not raise RLIMIT_NOFILE ${l.before} (hard ${l.hard}): ${l.error}`
+      : l.before < l.after ? `raised RLIMIT_NOFILE ${l.before} → ${l.after} (hard limit)` : `RLIMIT_NOFILE ${l.after} (already the hard limit)`;
+    const how = this.fds.useHandles ? "kernel file handles" : `paths (file handles: ${this.handleProbe})`;
+    return `fuse-uring: passthrough: ${raised}; inode descriptor budget ${this.fds.budget}, evicted inodes re-opened by ${how}`;
+  }
+
+  /** Descriptor cache counters. */
+  fdStats(): FdCacheStats {
+    return this.fds.stats();
   }
 
   // ---- table ------------------------------------------------------------------------------
@@ -268,7 +284,13 @@ export class PassthroughFS implements InodeFS {
 
   /** The backing file's current path (best effort: where /proc says the descriptor points). */
   async sourcePath(id: number): Promise<string> {
-    return decodeName(await fsp.readlink(this.live(id).path, { encoding: "buffer" }));
+    const n = this.live(id);
+    const fd = this.fds.pin(n);
+    try {
+      return decodeName(await fsp.readlink(procPath(fd), { encoding: "buffer" }));
+    } finally {
+      this.fds.unpin(n);
+    }
   }
 
   /** Number of nodes in the table (root included). */
@@ -286,7 +308,7 @@ export class PassthroughFS implements InodeFS {
    * Find or create the node for a backing file given a fresh O_PATH descriptor of it and its
    * stat, and take one lookup reference. The descriptor is kept (new node) or closed.
    */
-  protected adopt(fd: number, st: BigIntStats): Entry {
+  protected adopt(fd: number, st: BigIntStats, parent: PassthroughNode | null = null, name = ""): Entry {
     const dev = Number(st.dev), ino = Number(st.ino), mode = Number(st.mode);
     let n = this.byIno.get(dev)?.get(ino);
     if (n && (n.mode & S_IFMT) !== (mode & S_IFMT)) {
@@ -294,15 +316,38 @@ export class PassthroughFS implements InodeFS {
       this.byIno.get(dev)!.delete(ino);
       n = undefined;
     }
-    if (n) closeQuiet(fd);
-    else {
-      n = new PassthroughNode(this.nextId++, fd, dev, ino, mode);
+    if (!n) {
+      n = new PassthroughNode(this.nextId++, dev, ino, mode);
       this.nodes.set(n.id, n);
       this.index(n);
     }
+    // Latest name wins: it was valid a moment ago (evicted nodes are re-opened through it).
+    if (parent) this.setLink(n, parent, name);
+    this.fds.adopt(n, fd);
     n.mode = mode;
     n.nlookup++;
     return { ino: n.id, attr: attrOf(st) };
+  }
+
+  /** Record `parent`/`name` as n's current link (null parent: none known). */
+  protected setLink(n: PassthroughNode, parent: PassthroughNode | null, name: string): void {
+    if (n === parent || n.id === 1) return;
+    const old = n.parent;
+    if (old !== parent) {
+      if (parent) parent.kids++;
+      n.parent = parent;
+      if (old) {
+        old.kids--;
+        this.maybeFree(old);
+      }
+    }
+    n.name = parent ? name : "";
+    if (parent) this.fds.linked(n);
+  }
+
+  /** The link `dir`/`name` went away: forget it as n's path if it was that one. */
+  protected dropLink(n: PassthroughNode | undefined, dir: PassthroughNode, name: string): void {
+    if (n && n.parent === dir && n.name === name) this.setLink(n, null, "");
   }
 
   /** Give back lookup references; drop the node when nothing refers to it anymore. */
@@ -311,8 +356,9 @@ export class PassthroughFS implements InodeFS {
     this.maybeFree(n);
   }
 
+  /** Drop a node nothing refers to (no lookups, no handles, no known child links through it). */
   private maybeFree(n: PassthroughNode): void {
-    if (n.id === 1 || n.nlookup > 0 || n.opens > 0) return;
+    if (n.id === 1 || n.nlookup > 0 || n.opens > 0 || n.kids > 0) return;
     if (this.nodes.get(n.id) !== n) return;
     this.nodes.delete(n.id);
     const m = this.byIno.get(n.dev);
@@ -320,17 +366,35 @@ export class PassthroughFS implements InodeFS {
       m.delete(n.ino);
       if (m.size === 0) this.byIno.delete(n.dev);
     }
-    if (n.fd >= 0) closeQuiet(n.fd);
-    n.fd = -1;
+    n.gone = true;
+    this.fds.drop(n);
+    this.setLink(n, null, "");
   }
 
   /** Name `name` in `dir` is about to lose a link: the node we know for it, if any. */
   protected async victimOf(dir: PassthroughNode, name: string): Promise<PassthroughNode | undefined> {
+    let fd: number;
     try {
-      const st = await fsp.lstat(dir.child(name), { bigint: true });
-      return this.byIno.get(Number(st.dev))?.get(Number(st.ino));
+      fd = this.fds.pin(dir);
     } catch {
       return undefined;
+    }
+    try {
+      const st = await fsp.lstat(childPath(fd, name), { bigint: true });
+      const n = this.byIno.get(Number(st.dev))?.get(Number(st.ino));
+      if (n && n.opens > 0 && !n.gone) {
+        // An open file may lose its last link now: hold its descriptor from here on, while it
+        // can still be re-opened (unlinked, it could not be).
+        try {
+          this.fds.fd(n);
+          this.fds.pinForever(n);
+        } catch {}
+      }
+      return n;
+    } catch {
+      return undefined;
+    } finally {
+      this.fds.unpin(dir);
     }
   }
 
@@ -340,55 +404,71 @@ export class PassthroughFS implements InodeFS {
    * The kernel may still hold the node id until FORGET; GETATTR then answers with nlink 0.
    */
   protected async settleVictim(n: PassthroughNode | undefined): Promise<void> {
-    if (!n || n.fd < 0 || n.id === 1) return;
+    if (!n || n.gone || n.id === 1) return;
     if (n.opens > 0) {
       n.unlinked = true;
+      // Its last link may be gone: it could not be re-opened, so keep its descriptor.
+      this.fds.pinForever(n);
       return;
     }
     let st: BigIntStats;
+    let fd: number;
     try {
-      st = await fstatBig(n.fd);
+      fd = this.fds.pin(n);
+    } catch {
+      return; // evicted and not re-openable: its file is gone already
+    }
+    try {
+      st = await fstatBig(fd);
     } catch {
       return;
+    } finally {
+      this.fds.unpin(n);
     }
-    if (st.nlink !== 0n || n.opens > 0 || n.fd < 0) return;
+    if (st.nlink !== 0n || n.opens > 0 || n.gone) return;
     n.deletedAttr = attrOf(st);
     const m = this.byIno.get(n.dev);
     if (m?.get(n.ino) === n) {
       m.delete(n.ino);
       if (m.size === 0) this.byIno.delete(n.dev);
     }
-    closeQuiet(n.fd);
-    n.fd = -1;
+    // Closed now, or at the last unpin of a request still using it (never under its feet).
+    n.gone = true;
+    this.fds.drop(n);
     this.maybeFree(n);
   }
 
   /** A node whose backing file is still reachable (ENOENT once it was deleted and released). */
   protected live(id: number): PassthroughNode {
     const n = this.node(id);
-    if (n.fd < 0) throw new FuseError("ENOENT");
+    if (n.gone) throw new FuseError("ENOENT");
     return n;
   }
 
   /** LOOKUP of `name` in directory node `dir`: one new reference. */
   protected async lookupIn(dir: PassthroughNode, name: string): Promise<Entry> {
-    if (name === "." || name === "..") {
-      // The kernel resolves these itself; never let ".." climb out of the source.
-      if (name === "." || dir.id === 1) {
-        const st = await fstatBig(dir.fd);
-        dir.nlookup++;
-        return { ino: dir.id, attr: attrOf(st) };
-      }
-    }
-    const fd = await openFd(dir.child(name), O_PATH | O_NOFOLLOW | O_CLOEXEC);
-    let st: BigIntStats;
+    const dfd = this.fds.pin(dir);
     try {
-      st = await fstatBig(fd);
-    } catch (e) {
-      closeQuiet(fd);
-      throw e;
+      if (name === "." || name === "..") {
+        // The kernel resolves these itself; never let ".." climb out of the source.
+        if (name === "." || dir.id === 1) {
+          const st = await fstatBig(dfd);
+          dir.nlookup++;
+          return { ino: dir.id, attr: attrOf(st) };
+        }
+      }
+      const fd = await this.fds.withRoom("lookup", () => openFd(childPath(dfd, name), O_PATH | O_NOFOLLOW | O_CLOEXEC));
+      let st: BigIntStats;
+      try {
+        st = await fstatBig(fd);
+      } catch (e) {
+        closeQuiet(fd);
+        throw e;
+      }
+      return this.adopt(fd, st, name === ".." ? null : dir, name);
+    } finally {
+      this.fds.unpin(dir);
     }
-    return this.adopt(fd, st);
   }
 
   protected log(key: string, line: string): void {
@@ -404,7 +484,7 @@ export class PassthroughFS implements InodeFS {
     // In a set-group-ID directory the new file already has the directory's group.
     const gid = dir.mode & S_ISGID ? -1 : ctx.gid;
     if (fd !== undefined) libc.fchownFd(fd, ctx.uid, gid);
-    else libc.lchownAt(dir.fd, name, ctx.uid, gid);
+    else libc.lchownAt(this.fds.fd(dir), name, ctx.uid, gid);
   }
 
   // ---- InodeFS: lifecycle -----------------------------------------------------------------
@@ -434,8 +514,8 @@ export class PassthroughFS implements InodeFS {
         } catch {}
         n.backingId = 0;
       }
-      if (n.id !== 1 && n.fd >= 0) closeQuiet(n.fd);
     }
+    this.fds.closeAll(this.nodes.values());
     const root = this.nodes.get(1)!;
     this.nodes.clear();
     this.byIno.clear();
@@ -462,9 +542,14 @@ export class PassthroughFS implements InodeFS {
     const n = this.node(ino);
     if (n.deletedAttr) return n.deletedAttr;
     try {
-      const st = await fstatBig(n.fd);
-      n.mode = Number(st.mode);
-      return attrOf(st);
+      const fd = this.fds.pin(n);
+      try {
+        const st = await fstatBig(fd);
+        n.mode = Number(st.mode);
+        return attrOf(st);
+      } finally {
+        this.fds.unpin(n);
+      }
     } catch (e) {
       throw toFuse(e);
     }
@@ -472,46 +557,60 @@ export class PassthroughFS implements InodeFS {
 
   async setattr(_ctx: RequestContext, ino: number, c: SetattrChanges): Promise<Attr> {
     const n = this.live(ino);
+    let fd: number;
     try {
+      fd = this.fds.pin(n);
+    } catch (e) {
+      throw toFuse(e);
+    }
+    try {
+      const path = procPath(fd);
       const isLink = (n.mode & S_IFMT) === S_IFLNK;
       if (c.mode !== undefined) {
         if (isLink) throw new FuseError("EOPNOTSUPP");
-        await fsp.chmod(n.path, c.mode & 0o7777);
+        await fsp.chmod(path, c.mode & 0o7777);
       }
-      if (c.uid !== undefined || c.gid !== undefined) libc.fchownFd(n.fd, c.uid ?? -1, c.gid ?? -1);
+      if (c.uid !== undefined || c.gid !== undefined) libc.fchownFd(fd, c.uid ?? -1, c.gid ?? -1);
       if (c.size !== undefined) {
         if (c.fh !== undefined) await new Promise<void>((res, rej) => fsFtruncate(c.fh!, c.size!, voidCb(res, rej)));
-        else await fsp.truncate(n.path, c.size);
+        else await fsp.truncate(path, c.size);
       }
       if (c.atime !== undefined || c.mtime !== undefined) {
         const [as, an] = c.atime === undefined ? [0, libc.UTIME_OMIT] : c.atime === "now" ? [0, libc.UTIME_NOW] : c.atime;
         const [ms, mn] = c.mtime === undefined ? [0, libc.UTIME_OMIT] : c.mtime === "now" ? [0, libc.UTIME_NOW] : c.mtime;
-        libc.utimensFd(n.fd, as, an, ms, mn);
+        libc.utimensFd(fd, as, an, ms, mn);
       }
-      let st = await fstatBig(n.fd);
+      let st = await fstatBig(fd);
       if (c.valid & FATTR_KILL_SUIDGID && c.mode === undefined && !isLink) {
         const mode = Number(st.mode);
         const kill = (mode & S_ISUID) | (mode & S_ISGID && mode & S_IXGRP ? S_ISGID : 0);
         if (kill) {
-          await fsp.chmod(n.path, mode & 0o7777 & ~kill);
-          st = await fstatBig(n.fd);
+          await fsp.chmod(path, mode & 0o7777 & ~kill);
+          st = await fstatBig(fd);
         }
       }
       n.mode = Number(st.mode);
       return attrOf(st);
     } catch (e) {
       throw toFuse(e);
+    } finally {
+      this.fds.unpin(n);
     }
   }
 
   readlink(_ctx: RequestContext, ino: number): Uint8Array {
-    return libc.readlinkFd(this.live(ino).fd);
+    return libc.readlinkFd(this.fds.fd(this.live(ino)));
   }
 
   async symlink(ctx: RequestContext, parent: number, name: string, target: string): Promise<Entry> {
     const dir = this.node(parent);
     try {
-      await fsp.symlink(fsPath(target), dir.child(name));
+      const dfd = this.fds.pin(dir);
+      try {
+        await fsp.symlink(fsPath(target), childPath(dfd, name));
+      } finally {
+        this.fds.unpin(dir);
+      }
       this.applyOwner(ctx, dir, name);
       return await this.lookupIn(dir, name);
     } catch (e) {
@@ -522,7 +621,7 @@ export class PassthroughFS implements InodeFS {
   async mknod(ctx: RequestContext, parent: number, name: string, mode: number, rdev: number): Promise<Entry> {
     const dir = this.node(parent);
     try {
-      libc.mknodat(dir.fd, name, mode, rdev);
+      libc.mknodat(this.fds.fd(dir), name, mode, rdev);
       this.applyOwner(ctx, dir, name);
       return await this.lookupIn(dir, name);
     } catch (e) {
@@ -533,7 +632,12 @@ export class PassthroughFS implements InodeFS {
   async mkdir(ctx: RequestContext, parent: number, name: string, mode: number): Promise<Entry> {
     const dir = this.node(parent);
     try {
-      await fsp.mkdir(dir.child(name), mode & 0o7777);
+      const dfd = this.fds.pin(dir);
+      try {
+        await fsp.mkdir(childPath(dfd, name), mode & 0o7777);
+      } finally {
+        this.fds.unpin(dir);
+      }
       this.applyOwner(ctx, dir, name);
       return await this.lookupIn(dir, name);
     } catch (e) {
@@ -545,42 +649,73 @@ export class PassthroughFS implements InodeFS {
     const dir = this.node(parent);
     const victim = await this.victimOf(dir, name);
     try {
-      await fsp.unlink(dir.child(name));
+      const dfd = this.fds.pin(dir);
+      try {
+        await fsp.unlink(childPath(dfd, name));
+      } finally {
+        this.fds.unpin(dir);
+      }
     } catch (e) {
       throw toFuse(e);
     }
+    this.dropLink(victim, dir, name);
     await this.settleVictim(victim);
   }
 
   async rmdir(_ctx: RequestContext, parent: number, name: string): Promise<void> {
+    const dir = this.node(parent);
+    const victim = await this.victimOf(dir, name);
     try {
-      await fsp.rmdir(this.node(parent).child(name));
+      const dfd = this.fds.pin(dir);
+      try {
+        await fsp.rmdir(childPath(dfd, name));
+      } finally {
+        this.fds.unpin(dir);
+      }
     } catch (e) {
       throw toFuse(e);
     }
+    this.dropLink(victim, dir, name);
   }
 
   async rename(_ctx: RequestContext, parent: number, name: string, newParent: number, newName: string, flags: number): Promise<void> {
     const from = this.node(parent), to = this.node(newParent);
+    // The moved node (and the one renamed over or exchanged) keep their paths current.
+    const moved = await this.victimOf(from, name);
     if (flags === 0) {
       // A file renamed over loses a link.
       const victim = await this.victimOf(to, newName);
       try {
-        await fsp.rename(from.child(name), to.child(newName));
+        const ffd = this.fds.pin(from);
+        try {
+          const tfd = this.fds.pin(to);
+          try {
+            await fsp.rename(childPath(ffd, name), childPath(tfd, newName));
+          } finally {
+            this.fds.unpin(to);
+          }
+        } finally {
+          this.fds.unpin(from);
+        }
       } catch (e) {
         throw toFuse(e);
       }
-      await this.settleVictim(victim);
+      if (victim !== moved) this.dropLink(victim, to, newName);
+      if (moved) this.setLink(moved, to, newName);
+      await this.settleVictim(victim === moved ? undefined : victim);
       return;
     }
     // RENAME_NOREPLACE / RENAME_EXCHANGE / RENAME_WHITEOUT: node:fs has no renameat2.
-    libc.renameat2(from.fd, name, to.fd, newName, flags);
+    const other = flags & RENAME_EXCHANGE ? await this.victimOf(to, newName) : undefined;
+    libc.renameat2(this.fds.fd(from), name, this.fds.fd(to), newName, flags);
+    if (moved) this.setLink(moved, to, newName);
+    if (other && other !== moved) this.setLink(other, from, name);
   }
 
   async link(_ctx: RequestContext, ino: number, newParent: number, newName: string): Promise<Entry> {
     const n = this.live(ino), dir = this.node(newParent);
     try {
-      libc.linkFd(n.fd, dir.fd, newName);
+      libc.linkFd(this.fds.fd(n), this.fds.fd(dir), newName);
       return await this.lookupIn(dir, newName);
     } catch (e) {
       throw toFuse(e);
@@ -627,7 +762,12 @@ export class PassthroughFS implements InodeFS {
     const n = this.live(ino);
     let fd: number;
     try {
-      fd = await openFd(n.path, this.backingFlags(flags));
+      const pfd = this.fds.pin(n);
+      try {
+        fd = await this.fds.withRoom("open", () => openFd(procPath(pfd), this.backingFlags(flags)));
+      } finally {
+        this.fds.unpin(n);
+      }
     } catch (e) {
       throw toFuse(e);
     }
@@ -636,17 +776,23 @@ export class PassthroughFS implements InodeFS {
 
   async create(ctx: RequestContext, parent: number, name: string, mode: number, _umask: number, flags: number): Promise<CreateReply> {
     const dir = this.node(parent);
-    const path = dir.child(name);
     const base = this.backingFlags(flags) | (flags & O_NOFOLLOW);
     let fd = -1;
+    let dfd: number;
+    try {
+      dfd = this.fds.pin(dir);
+    } catch (e) {
+      throw toFuse(e);
+    }
+    const path = childPath(dfd, name);
     try {
       let created = true;
       try {
-        fd = await openFd(path, base | O_CREAT | O_EXCL, mode & 0o7777);
+        fd = await this.fds.withRoom("create", () => openFd(path, base | O_CREAT | O_EXCL, mode & 0o7777));
       } catch (e) {
         if (flags & O_EXCL || !isErrno(e, Errno.EEXIST)) throw e;
         created = false;
-        fd = await openFd(path, base, 0);
+        fd = await this.fds.withRoom("create", () => openFd(path, base, 0));
       }
       if (created) this.applyOwner(ctx, dir, name, fd);
       const st = await fstatBig(fd);
@@ -655,16 +801,19 @@ export class PassthroughFS implements InodeFS {
       if (node && (node.mode & S_IFMT) === (Number(st.mode) & S_IFMT)) {
         node.nlookup++;
         node.mode = Number(st.mode);
+        this.setLink(node, dir, name);
         entry = { ino: node.id, attr: attrOf(st) };
       } else {
-        const pfd = await openFd(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-        entry = this.adopt(pfd, st);
+        const pfd = await this.fds.withRoom("create", () => openFd(path, O_PATH | O_NOFOLLOW | O_CLOEXEC));
+        entry = this.adopt(pfd, st, dir, name);
         node = this.nodes.get(entry.ino)!;
       }
       return { entry, open: this.openReply(node, fd) };
     } catch (e) {
       if (fd >= 0) closeQuiet(fd);
       throw toFuse(e);
+    } finally {
+      this.fds.unpin(dir);
     }
   }
 
@@ -685,11 +834,16 @@ export class PassthroughFS implements InodeFS {
   /** HANDLE_KILLPRIV_V2: an unprivileged write clears set-user-ID (and set-group-ID if g+x). */
   private async killPriv(n: PassthroughNode): Promise<void> {
     try {
-      const st = await fstatBig(n.fd);
-      const mode = Number(st.mode);
-      const kill = (mode & S_ISUID) | (mode & S_ISGID && mode & S_IXGRP ? S_ISGID : 0);
-      if (kill) await fsp.chmod(n.path, mode & 0o7777 & ~kill);
-      n.mode = mode & ~kill;
+      const fd = this.fds.pin(n);
+      try {
+        const st = await fstatBig(fd);
+        const mode = Number(st.mode);
+        const kill = (mode & S_ISUID) | (mode & S_ISGID && mode & S_IXGRP ? S_ISGID : 0);
+        if (kill) await fsp.chmod(procPath(fd), mode & 0o7777 & ~kill);
+        n.mode = mode & ~kill;
+      } finally {
+        this.fds.unpin(n);
+      }
     } catch (e) {
       throw toFuse(e);
     }
@@ -748,7 +902,12 @@ export class PassthroughFS implements InodeFS {
     const n = this.live(ino);
     let fd: number;
     try {
-      fd = await openFd(n.path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+      const pfd = this.fds.pin(n);
+      try {
+        fd = await this.fds.withRoom("opendir", () => openFd(procPath(pfd), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+      } finally {
+        this.fds.unpin(n);
+      }
     } catch (e) {
       throw toFuse(e);
     }
@@ -859,7 +1018,7 @@ export class PassthroughFS implements InodeFS {
   // ---- InodeFS: the rest ------------------------------------------------------------------
 
   statfs(_ctx: RequestContext, ino: number): Statfs {
-    const s = libc.fstatfs(this.live(ino).fd);
+    const s = libc.fstatfs(this.fds.fd(this.live(ino)));
     return {
       blocks: s.blocks, bfree: s.bfree, bavail: s.bavail, files: s.files, ffree: s.ffree,
       bsize: s.bsize, namelen: s.namelen, frsize: s.frsize || s.bsize,
@@ -870,7 +1029,7 @@ export class PassthroughFS implements InodeFS {
   private xattrPath(ino: number): string {
     const n = this.live(ino);
     if ((n.mode & S_IFMT) === S_IFLNK) throw new FuseError("EOPNOTSUPP");
-    return n.path;
+    return procPath(this.fds.fd(n)); // used synchronously (ffi) right away
   }
 
   setxattr(_ctx: RequestContext, ino: number, name: string, value: Uint8Array, flags: number): void {
@@ -890,8 +1049,14 @@ export class PassthroughFS implements InodeFS {
   }
 
   async access(_ctx: RequestContext, ino: number, mask: number): Promise<void> {
+    const n = this.live(ino);
     try {
-      await fsp.access(this.live(ino).path, mask);
+      const fd = this.fds.pin(n);
+      try {
+        await fsp.access(procPath(fd), mask);
+      } finally {
+        this.fds.unpin(n);
+      }
     } catch (e) {
       throw toFuse(e);
     }
@@ -899,6 +1064,6 @@ export class PassthroughFS implements InodeFS {
 }
 
 /** Mirror directory `source` (the CLI's `mount --passthrough SRC MNT [--kernel-passthrough]`). */
-export function passthrough(source: string, options: { kernelPassthrough?: boolean } & PassthroughOptions = {}): InodeFS {
+export function passthrough(source: string, options: { kernelPassthrough?: boolean } & PassthroughOptions = {}): PassthroughFS {
   return new PassthroughFS(source, options);
 }
