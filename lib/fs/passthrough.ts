@@ -850,7 +850,15 @@ export class PassthroughFS implements InodeFS {
   }
 
   flush(_ctx: RequestContext, _ino: number, fh: number): void {
-    libc.flushFd(fh);
+    try {
+      this.fds.withRoomSync("flush", () => libc.flushFd(fh));
+    } catch (e) {
+      // close(dup(fh)) needs one spare descriptor. Without one, the caller's close(2) must not
+      // fail: the data is already in the backing file (every WRITE is a pwrite), only the
+      // backing filesystem's close-time flush (NFS, FUSE) is skipped.
+      const errno = errnoOf(e);
+      if (errno !== Errno.EMFILE && errno !== Errno.ENFILE) throw e;
+    }
   }
 
   async release(_ctx: RequestContext, ino: number, fh: number): Promise<void> {
