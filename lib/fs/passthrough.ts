@@ -1,14 +1,17 @@
 // A passthrough filesystem: mirrors a source directory through the inode API.
 //
-// Inode table. Every node the kernel knows holds an O_PATH|O_NOFOLLOW descriptor of its backing
-// file and is keyed by the backing (st_dev, st_ino), as libfuse's passthrough_hp does. All
-// operations address the backing file through that descriptor (`/proc/self/fd/N[/name]` for
-// node:fs, the *at() calls with AT_EMPTY_PATH through bun:ffi), so renames — through the mount
-// or directly in the source — need no bookkeeping, hard links share one node, and a path can
-// never escape the source through a symlink swapped in by someone else. Lookup counts follow
-// the kernel (LOOKUP/CREATE/MKDIR/… and READDIRPLUS entries add one, FORGET gives them back);
-// a node and its descriptor go away when the count is 0 and no file handle is open on it, so
-// memory and descriptors stay bounded by what the kernel caches. Node ids are never reused.
+// Inode table. Every node the kernel knows is keyed by the backing (st_dev, st_ino), as
+// libfuse's passthrough_hp does, and addresses its backing file through an O_PATH|O_NOFOLLOW
+// descriptor (`/proc/self/fd/N[/name]` for node:fs, the *at() calls with AT_EMPTY_PATH through
+// bun:ffi), so renames need no bookkeeping for the data path, hard links share one node, and a
+// path can never escape the source through a symlink swapped in by someone else. Those
+// descriptors are a bounded cache (passthrough/nodes.ts): least recently used ones are closed and
+// re-opened on demand by kernel file handle or by the node's last known link (parent node + name,
+// kept current here across LOOKUP/CREATE/RENAME/UNLINK). A request that uses a descriptor across
+// an await pins its node so the number is never closed under a queued syscall. Lookup counts
+// follow the kernel (LOOKUP/CREATE/MKDIR/… and READDIRPLUS entries add one, FORGET gives them
+// back); a node goes away when the count is 0, no file handle is open on it and no known child
+// link goes through it. A node id can come back for the same backing inode after FORGET.
 //
 // Data path. File handles are real descriptors of the backing file. READ and WRITE do nothing
 // but `ctx.backingRead/backingWrite(fh, offset, size)`: on the io_uring transport that is a
@@ -29,6 +32,9 @@
 // `rm` frees space on the source at once and not only when the kernel sends FORGET, unlink and
 // rename-over check the victim's link count afterwards and close its descriptor when no link
 // and no handle is left (or at its last RELEASE); GETATTR then answers with nlink 0.
+//
+// Names are bytes: names and targets arrive as strings whose U+DC80–U+DCFF stand for raw bytes
+// (protocol/names.ts); childPath/fsPath and libc.cstr hand the backing syscalls those bytes.
 //
 // Notes and gaps:
 // - The daemon usually runs as root; permission checks are the kernel's (default_permissions,

@@ -35,7 +35,21 @@ async function namesCheck(mnt: string, src?: string): Promise<void> {
   expect(res.checked).toBeGreaterThan(2000);
 }
 
+/** The path API and tree(): test/fixtures/names-paths.ts, checked by names_paths.py. */
+const PATHS_PY = `${REPO}/test/fixtures/names_paths.py`;
+
 for (const transport of TRANSPORTS) {
+  describe(`names are bytes: paths() and tree() over ${transport}`, () => {
+    transportHooks(transport);
+    cleanupAfterEach();
+    const s = sharedDaemon(["--transport", transport], { command: (mnt, args) => [BUN, CLI, "mount", `${REPO}/test/fixtures/names-paths.ts`, mnt, ...args] });
+    fuseTest("tree names and targets, a readlink handler's raw bytes, a writable store: byte-exact", async () => {
+      const r = await run([PYTHON, PATHS_PY, s.mnt], { timeoutMs: 60_000 });
+      if (r.code !== 0) throw new Error(`python failed:\n${fmt(r)}\n${s.d.stderr().slice(-3000)}`);
+      expect(JSON.parse(r.stdout.trim().split("\n").pop()!)).toEqual([]);
+    }, 60_000);
+  });
+
   describe(`names are bytes: memfs over ${transport}`, () => {
     transportHooks(transport);
     cleanupAfterEach();
