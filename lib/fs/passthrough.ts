@@ -324,6 +324,7 @@ export class PassthroughFS implements InodeFS {
     }
     if (!n) {
       n = new PassthroughNode(this.nextId++, dev, ino, mode);
+      n.btime = st.birthtimeNs ?? 0n;
       this.nodes.set(n.id, n);
       this.index(n);
     }

@@ -69,6 +69,11 @@ export class PassthroughNode {
   handleFailed = false;
   /** Never evict (no way to re-open it: unlinked while open). */
   noEvict = false;
+  /**
+   * Birth time in ns (statx; 0n when the filesystem has none). A re-open by path checks it next
+   * to (st_dev, st_ino): ext4 hands a deleted file's inode number to the next new file at once.
+   */
+  btime = 0n;
   lruPrev: PassthroughNode | null = null;
   lruNext: PassthroughNode | null = null;
   inLru = false;
@@ -271,8 +276,8 @@ export class FdCache {
         fd = this.withRoomSync("re-open by handle", () => libc.openByHandle(this.mountFd, n.handle!, O_PATH | O_CLOEXEC));
         this.reopenedByHandle++;
       } catch (e) {
-        if (isFdShortage(e) || n.parent === null) throw e;
-        // ESTALE: deleted (or the handle went bad): try the path.
+        // ESTALE: this inode is deleted. The path would only find another file there now.
+        if (isFdShortage(e) || n.parent === null || errnoOf(e) === Errno.ESTALE) throw e;
       }
     }
     if (fd < 0) {
@@ -294,7 +299,7 @@ export class FdCache {
         closeQuiet(fd);
         throw e;
       }
-      if (Number(st.dev) !== n.dev || Number(st.ino) !== n.ino) {
+      if (Number(st.dev) !== n.dev || Number(st.ino) !== n.ino || (n.btime !== 0n && st.birthtimeNs !== n.btime)) {
         closeQuiet(fd);
         throw new FuseError("ESTALE", `passthrough: node ${n.id}: another file is at its last known path now`);
       }
