@@ -317,14 +317,16 @@ export class PassthroughFS implements InodeFS {
   protected adopt(fd: number, st: BigIntStats, parent: PassthroughNode | null = null, name = ""): Entry {
     const dev = Number(st.dev), ino = Number(st.ino), mode = Number(st.mode);
     let n = this.byIno.get(dev)?.get(ino);
-    if (n && (n.mode & S_IFMT) !== (mode & S_IFMT)) {
-      // The backing inode number was reused by a file of another type: the old node is stale.
+    const btime = st.birthtimeNs ?? 0n;
+    if (n && ((n.mode & S_IFMT) !== (mode & S_IFMT) || (n.btime !== 0n && btime !== 0n && n.btime !== btime))) {
+      // The backing inode number was reused (another type, or born later: an evicted node does
+      // not keep its inode alive, and ext4 reuses numbers at once): the old node is stale.
       this.byIno.get(dev)!.delete(ino);
       n = undefined;
     }
     if (!n) {
       n = new PassthroughNode(this.nextId++, dev, ino, mode);
-      n.btime = st.birthtimeNs ?? 0n;
+      n.btime = btime;
       this.nodes.set(n.id, n);
       this.index(n);
     }
@@ -418,22 +420,28 @@ export class PassthroughFS implements InodeFS {
       this.fds.pinForever(n);
       return;
     }
-    let st: BigIntStats;
+    let st: BigIntStats | null = null;
     let fd: number;
     try {
       fd = this.fds.pin(n);
-    } catch {
-      return; // evicted and not re-openable: its file is gone already
+    } catch (e) {
+      // Evicted, and its handle says the inode is gone (ESTALE) or its path has another file:
+      // deleted. Anything else (EMFILE): leave it be.
+      if (errnoOf(e) !== Errno.ESTALE || !n.handle) return;
+      fd = -1;
     }
-    try {
-      st = await fstatBig(fd);
-    } catch {
-      return;
-    } finally {
-      this.fds.unpin(n);
+    if (fd >= 0) {
+      try {
+        st = await fstatBig(fd);
+      } catch {
+        return;
+      } finally {
+        this.fds.unpin(n);
+      }
+      if (st.nlink !== 0n) return;
     }
-    if (st.nlink !== 0n || n.opens > 0 || n.gone) return;
-    n.deletedAttr = attrOf(st);
+    if (n.opens > 0 || n.gone) return;
+    if (st) n.deletedAttr = attrOf(st);
     const m = this.byIno.get(n.dev);
     if (m?.get(n.ino) === n) {
       m.delete(n.ino);
@@ -683,6 +691,9 @@ export class PassthroughFS implements InodeFS {
       throw toFuse(e);
     }
     this.dropLink(victim, dir, name);
+    // Forget its (st_dev, st_ino) now: an evicted node does not keep the inode alive, and its
+    // number may be handed to the next new file.
+    await this.settleVictim(victim);
   }
 
   async rename(_ctx: RequestContext, parent: number, name: string, newParent: number, newName: string, flags: number): Promise<void> {
