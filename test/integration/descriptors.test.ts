@@ -27,6 +27,7 @@ import {
 } from "../helpers/index.ts";
 
 const MANY_PY = `${REPO}/test/fixtures/many_files.py`;
+const RACE_PY = `${REPO}/test/fixtures/unlink_race.py`;
 const BUDGET = 1000;
 const NFILES = 30_000;
 const SLACK = 32;
@@ -98,6 +99,34 @@ for (const transport of TRANSPORTS) {
       expect(d.failures).toBe(0);
       expect(s.d.stderr()).not.toContain("out of file descriptors");
     }, 180_000);
+  });
+}
+
+// The EBADF seen under fsstress: a GETATTR's fstat queued on the thread pool while an UNLINK of
+// the same file closed the node's descriptor. The old code answered EBADF ~100 times in 20 s here.
+for (const transport of TRANSPORTS) {
+  describe(`passthrough: stat racing unlink over ${transport}`, () => {
+    transportHooks(transport);
+    cleanupAfterEach();
+    let SRC = "";
+    beforeAll(async () => {
+      SRC = await mountTmpfs();
+    }, 30_000);
+    for (const budget of ["default", "20"]) {
+      fuseTest(`stat, unlink/re-create (O_DIRECT writes) and mkdir/rmdir churn, budget ${budget}: never EBADF or EIO`, async () => {
+        const d = await startDaemon(["--transport", transport, "--attr-ttl", "0", "--entry-ttl", "60", ...(budget === "default" ? [] : ["--fd-budget", budget])], {
+          command: (mnt, args) => [BUN, CLI, "mount", "--passthrough", SRC, mnt, ...args],
+        });
+        const r = await run([PYTHON, RACE_PY, d.mnt, "6"], { timeoutMs: 60_000 });
+        if (r.code !== 0) throw new Error(`unlink_race.py failed:\n${fmt(r)}`);
+        const counts = JSON.parse(r.stdout.trim().split("\n").pop()!) as Record<string, number>;
+        const { ENOENT = 0, ...rest } = counts;
+        expect(rest).toEqual({});
+        expect(ENOENT).toBeGreaterThan(0); // the race was really run
+        expect(d.stderr()).not.toContain("answered EIO");
+        await d.stop("SIGTERM", 10_000);
+      }, 90_000);
+    }
   });
 }
 
