@@ -6,6 +6,8 @@ import { reloadMount, type ReloadHook, type ReloadReport } from "./reload/swap.t
 import { attachMount, invalidateEntryPath, invalidatePath, toInodeFS, type Filesystem } from "./path/convert.ts";
 import { attach, detach, isMounted, MountError, type MountFlags, type VfsOptions } from "./mountpoint.ts";
 import { Notify } from "./protocol/constants.ts";
+import { nameToBytes } from "./protocol/names.ts";
+import type { FdCacheStats } from "./fs/passthrough/nodes.ts";
 import { defaultSessionOptions, Session, type SessionOptions, type SessionStats } from "./session/session.ts";
 
 export interface MountOptions extends Partial<SessionOptions> {
@@ -29,6 +31,8 @@ export interface MountStats extends SessionStats {
   reloadErrors: number;
   mountpoint: string;
   uptimeMs: number;
+  /** Passthrough: the inode descriptor cache (budget, held, maxHeld, evictions, re-opens, …). */
+  descriptors?: FdCacheStats;
 }
 
 export class Mount implements AsyncDisposable {
@@ -59,7 +63,9 @@ export class Mount implements AsyncDisposable {
   }
 
   stats(): MountStats {
-    return { ...this.session.stats(), mountpoint: this.mountpoint, uptimeMs: Date.now() - this.startedAt, ...this.reloadCounters };
+    const fdStats = (this.session.fs as { fdStats?: () => FdCacheStats }).fdStats;
+    const descriptors = typeof fdStats === "function" ? { descriptors: fdStats.call(this.session.fs) } : {};
+    return { ...this.session.stats(), mountpoint: this.mountpoint, uptimeMs: Date.now() - this.startedAt, ...descriptors, ...this.reloadCounters };
   }
 
   private writeStats(): void {
@@ -122,7 +128,7 @@ export class Mount implements AsyncDisposable {
   invalidateEntry(parent: string, name: string): Promise<boolean>;
   invalidateEntry(parent: number | string, name: string): Promise<number | boolean> {
     if (typeof parent === "string") return invalidateEntryPath(this, parent, name);
-    const nameBytes = Buffer.from(name, "utf8");
+    const nameBytes = nameToBytes(name); // lone surrogates U+DC80–U+DCFF are raw bytes
     const body = new Uint8Array(16 + nameBytes.length + 1);
     const dv = new DataView(body.buffer);
     dv.setBigUint64(0, BigInt(parent), true);
