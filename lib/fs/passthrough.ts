@@ -54,10 +54,9 @@
 //   loop for one syscall each; everything else uses node:fs asynchronously.
 
 import {
-  close as fsClose, fdatasync as fsFdatasync, fstat as fsFstat, fsync as fsFsync, ftruncate as fsFtruncate,
-  open as fsOpen, type BigIntStats, constants as C, fstatSync, openSync, closeSync,
+  fdatasync as fsFdatasync, fsync as fsFsync, type BigIntStats, constants as C, fstatSync, openSync, closeSync, ftruncateSync,
+  accessSync, chmodSync, lstatSync, mkdirSync, readlinkSync, renameSync, rmdirSync, symlinkSync, truncateSync, unlinkSync,
 } from "node:fs";
-import * as fsp from "node:fs/promises";
 import { FuseError, errnoOf, Errno } from "./errors.ts";
 import type {
   Attr, CreateReply, DirFiller, Entry, InitInfo, InodeFS, OpenReply, RequestContext, SetattrChanges, Statfs,
@@ -138,19 +137,39 @@ class DirHandle {
   constructor(readonly fd: number) {}
 }
 
-// ---- small async helpers over the callback API (raw descriptors, no FileHandle objects) -------
+// ---- metadata syscalls: synchronous, on the thread that serves the request -------------------
+// Like libfuse's passthrough: metadata syscalls on a local backing filesystem take
+// microseconds, while handing each to Bun's thread pool cost two thread hand-offs and a wake-up
+// of the event loop per call (measured: docs/ARCHITECTURE.md). They keep a Promise shape so the
+// handlers' pin/await structure stays as it is; only fsync, which can really block, goes to the
+// thread pool.
 
-function openFd(path: string | Buffer, flags: number, mode = 0): Promise<number> {
-  return new Promise((resolve, reject) => fsOpen(path, flags, mode, (err, fd) => (err ? reject(err) : resolve(fd))));
+function settled<A extends unknown[], R>(f: (...args: A) => R): (...args: A) => Promise<R> {
+  return (...args: A) => {
+    try {
+      return Promise.resolve(f(...args));
+    } catch (e) {
+      return Promise.reject(e);
+    }
+  };
 }
 
-function fstatBig(fd: number): Promise<BigIntStats> {
-  return new Promise((resolve, reject) => fsFstat(fd, { bigint: true }, (err, st) => (err ? reject(err) : resolve(st))));
-}
+const fsp = {
+  access: settled(accessSync),
+  chmod: settled(chmodSync),
+  lstat: settled((path: string | Buffer, opts: { bigint: true }) => lstatSync(path, opts)),
+  mkdir: settled((path: string | Buffer, mode: number) => void mkdirSync(path, { mode })),
+  readlink: settled((path: string | Buffer, opts: { encoding: "buffer" }) => readlinkSync(path, opts)),
+  rename: settled(renameSync),
+  rmdir: settled((path: string | Buffer) => rmdirSync(path)),
+  symlink: settled((target: string | Buffer, path: string | Buffer) => symlinkSync(target, path)),
+  truncate: settled((path: string | Buffer, len: number) => truncateSync(path, len)),
+  unlink: settled(unlinkSync),
+};
 
-function closeFd(fd: number): Promise<void> {
-  return new Promise((resolve, reject) => fsClose(fd, (err) => (err ? reject(err) : resolve())));
-}
+const openFd = settled((path: string | Buffer, flags: number, mode: number = 0) => openSync(path, flags, mode));
+const fstatBig = settled((fd: number) => fstatSync(fd, { bigint: true }));
+const closeFd = settled((fd: number) => closeSync(fd));
 
 function closeQuiet(fd: number): void {
   try {
@@ -587,7 +606,7 @@ export class PassthroughFS implements InodeFS {
       }
       if (c.uid !== undefined || c.gid !== undefined) libc.fchownFd(fd, c.uid ?? -1, c.gid ?? -1);
       if (c.size !== undefined) {
-        if (c.fh !== undefined) await new Promise<void>((res, rej) => fsFtruncate(c.fh!, c.size!, voidCb(res, rej)));
+        if (c.fh !== undefined) ftruncateSync(c.fh, c.size);
         else await fsp.truncate(path, c.size);
       }
       if (c.atime !== undefined || c.mtime !== undefined) {
