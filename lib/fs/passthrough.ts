@@ -491,7 +491,8 @@ export class PassthroughFS implements InodeFS {
           return { ino: dir.id, attr: attrOf(st) };
         }
       }
-      const fd = await this.fds.withRoom("lookup", () => openFd(childPath(dfd, name), O_PATH | O_NOFOLLOW | O_CLOEXEC));
+      // openat on the directory's descriptor: no walk through /proc/self/fd.
+      const fd = this.fds.withRoomSync("lookup", () => libc.openat(dfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC));
       let st: BigIntStats;
       try {
         st = await fstatBig(fd);
@@ -830,11 +831,11 @@ export class PassthroughFS implements InodeFS {
     try {
       let created = true;
       try {
-        fd = await this.fds.withRoom("create", () => openFd(path, base | O_CREAT | O_EXCL, mode & 0o7777));
+        fd = this.fds.withRoomSync("create", () => libc.openat(dfd, name, base | O_CREAT | O_EXCL, mode & 0o7777));
       } catch (e) {
         if (flags & O_EXCL || !isErrno(e, Errno.EEXIST)) throw e;
         created = false;
-        fd = await this.fds.withRoom("create", () => openFd(path, base, 0));
+        fd = this.fds.withRoomSync("create", () => libc.openat(dfd, name, base, 0));
       }
       if (created) this.applyOwner(ctx, dir, name, fd);
       const st = await fstatBig(fd);
@@ -846,7 +847,7 @@ export class PassthroughFS implements InodeFS {
         this.setLink(node, dir, name);
         entry = { ino: node.id, attr: attrOf(st) };
       } else {
-        const pfd = await this.fds.withRoom("create", () => openFd(path, O_PATH | O_NOFOLLOW | O_CLOEXEC));
+        const pfd = this.fds.withRoomSync("create", () => libc.openat(dfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC));
         entry = this.adopt(pfd, st, dir, name);
         node = this.nodes.get(entry.ino)!;
       }
