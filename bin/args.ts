@@ -31,6 +31,8 @@ Options:
                                   READ_FIXED/WRITE_FIXED on registered buffers (comparison)
   --entry-ttl S, --attr-ttl S     kernel cache lifetimes in seconds (default 1)
   --negative-ttl S                cache "no such file" answers for S seconds (default 0)
+  --request-timeout S             answer a request whose handler has not answered after S
+                                  seconds with ETIMEDOUT (default: wait, like the kernel)
 `;
 
 export class UsageError extends Error {}
@@ -55,6 +57,8 @@ export interface MountCommand {
   entryTtl: number;
   attrTtl: number;
   negativeTtl: number;
+  /** Seconds; 0 = no timeout. */
+  requestTimeout: number;
 }
 
 export interface DoctorCommand {
@@ -106,7 +110,7 @@ export function parseArgs(argv: string[]): Command {
   const cmd: Omit<MountCommand, "fs" | "mountpoint"> & { fs?: MountCommand["fs"] } = {
     kind: "mount", transport: "auto", queueDepth: 8, maxWrite: 1 << 20, debug: false, allowOther: false,
     defaultPermissions: true, readOnly: false, writebackCache: false, kernelPassthrough: false, fixedBuffers: true,
-    entryTtl: 1, attrTtl: 1, negativeTtl: 0,
+    entryTtl: 1, attrTtl: 1, negativeTtl: 0, requestTimeout: 0,
   };
   const dashdash = rest.indexOf("--");
   const scriptArgs = dashdash >= 0 ? rest.splice(dashdash).slice(1) : [];
@@ -116,10 +120,17 @@ export function parseArgs(argv: string[]): Command {
     const value = () => (inline !== undefined ? inline : rest[++i]);
     switch (flag) {
       case "--help": case "-h": return { kind: "help" };
-      case "--memfs": cmd.fs = { type: "memfs" }; break;
-      case "--passthrough": cmd.fs = { type: "passthrough", source: strArg(flag, value()) }; break;
+      case "--memfs":
+        if (cmd.fs && cmd.fs.type !== "memfs") throw new UsageError("--memfs and --passthrough exclude each other: choose one filesystem");
+        cmd.fs = { type: "memfs" };
+        break;
+      case "--passthrough":
+        if (cmd.fs) throw new UsageError(cmd.fs.type === "memfs" ? "--memfs and --passthrough exclude each other: choose one filesystem" : "--passthrough given twice");
+        cmd.fs = { type: "passthrough", source: strArg(flag, value()) };
+        break;
       case "--transport": {
         const t = value();
+        if (t === undefined || t === "") throw new UsageError("--transport needs a value: auto, uring or classic");
         if (t !== "auto" && t !== "uring" && t !== "classic") throw new UsageError(`--transport must be auto, uring or classic, got ${JSON.stringify(t)}`);
         cmd.transport = t;
         break;
@@ -139,6 +150,11 @@ export function parseArgs(argv: string[]): Command {
       case "--entry-ttl": cmd.entryTtl = numArg(flag, value()); break;
       case "--attr-ttl": cmd.attrTtl = numArg(flag, value()); break;
       case "--negative-ttl": cmd.negativeTtl = numArg(flag, value()); break;
+      case "--request-timeout": {
+        cmd.requestTimeout = numArg(flag, value());
+        if (cmd.requestTimeout <= 0) throw new UsageError("--request-timeout must be > 0 seconds (leave it out to wait forever)");
+        break;
+      }
       default:
         if (a.startsWith("-")) throw new UsageError(`unknown option ${a}`);
         positional.push(a);

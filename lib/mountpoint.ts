@@ -65,6 +65,34 @@ export function isMounted(mountpoint: string): boolean {
   return false;
 }
 
+/**
+ * "major:minor" of the topmost mount at `mountpoint` (from /proc/self/mountinfo, never by
+ * touching the mount itself), or null if nothing is mounted there.
+ */
+export function mountDevice(mountpoint: string): string | null {
+  const abs = resolve(mountpoint);
+  let dev: string | null = null;
+  for (const line of readFileSync("/proc/self/mountinfo", "utf8").split("\n")) {
+    const f = line.split(" ");
+    if (f[4] && unescapeMountinfo(f[4]) === abs) dev = f[2]!;
+  }
+  return dev;
+}
+
+/** The topmost mount at `mountpoint` is a FUSE mount (its filesystem type). */
+export function isFuseMount(mountpoint: string): boolean {
+  const abs = resolve(mountpoint);
+  let fuse = false;
+  for (const line of readFileSync("/proc/self/mountinfo", "utf8").split("\n")) {
+    const f = line.split(" ");
+    if (!f[4] || unescapeMountinfo(f[4]) !== abs) continue;
+    const sep = f.indexOf("-", 6);
+    const type = f[sep + 1] ?? "";
+    fuse = type === "fuse" || type === "fuseblk" || type.startsWith("fuse.");
+  }
+  return fuse;
+}
+
 function unescapeMountinfo(s: string): string {
   return s.replace(/\\([0-7]{3})/g, (_, o: string) => String.fromCharCode(parseInt(o, 8)));
 }

@@ -12,6 +12,7 @@ const i32 = "i32", u32 = "u32", u64 = "u64", ptr = "ptr", fn = "function", vd = 
 const i64_fast = FFIType.i64_fast; // not in the string map; an i64 that fits a number comes back as one
 
 export const symbols = {
+  fu_abi_version: { args: [], returns: u32 },
   fu_dev_open: { args: [], returns: i32 },
   fu_close: { args: [i32], returns: i32 },
   fu_mount: { args: [ptr, ptr, ptr, u32, ptr], returns: i32 },
@@ -52,6 +53,15 @@ export const symbols = {
 
 export const SHIM_NAME = "libfuse_uring_shim.so";
 
+/**
+ * The shim ABI this TypeScript speaks (shim/root.zig fu_abi_version; bump both together on
+ * incompatible changes). A shim built from another checkout or an older prebuilt copy would
+ * otherwise load and misbehave in ways that look like kernel bugs.
+ */
+export const EXPECTED_SHIM_ABI = 1;
+
+const REBUILD_HINT = "rebuild it from this checkout with `bash scripts/setup.sh` (or point FUSE_URING_SHIM at a matching build)";
+
 function candidates(): string[] {
   const here = dirname(new URL(import.meta.url).pathname);
   const root = join(here, "..");
@@ -84,10 +94,31 @@ export function loadedShimPath(): string | null {
 }
 
 function open(path: string): Native {
+  // The version first, on its own: a stale shim may lack symbols this version needs, and
+  // "symbol not found" would not say what to do.
+  let version: number;
+  try {
+    const probe = dlopen(path, { fu_abi_version: symbols.fu_abi_version });
+    version = probe.symbols.fu_abi_version();
+    probe.close();
+  } catch (e) {
+    throw new Error(
+      `fuse-uring: cannot load native shim ${path}: ${e instanceof Error ? e.message : String(e)}` +
+        (/fu_abi_version/.test(String(e)) ? ` (a shim without fu_abi_version is too old; ${REBUILD_HINT})` : ""),
+    );
+  }
+  checkAbi(path, version);
   try {
     return dlopen(path, symbols).symbols;
   } catch (e) {
-    throw new Error(`fuse-uring: cannot load native shim ${path}: ${e instanceof Error ? e.message : String(e)}`);
+    throw new Error(`fuse-uring: cannot load native shim ${path}: ${e instanceof Error ? e.message : String(e)} (${REBUILD_HINT})`);
+  }
+}
+
+/** Throws a message saying how to rebuild when the shim at `path` speaks another ABI. */
+export function checkAbi(path: string, version: number): void {
+  if (version !== EXPECTED_SHIM_ABI) {
+    throw new Error(`fuse-uring: native shim ${path} has ABI version ${version}, this fuse-uring needs ${EXPECTED_SHIM_ABI}: ${REBUILD_HINT}`);
   }
 }
 

@@ -13,7 +13,7 @@ import { existsSync, readFileSync, statSync } from "node:fs";
 import { isAbsolute, relative, resolve } from "node:path";
 import type { InodeFS } from "./fs/types.ts";
 import { mount, type MountOptions } from "./mount.ts";
-import { attachMount, toInodeFS, type Filesystem } from "./path/convert.ts";
+import { attachMount, HandlerShapeError, toInodeFS, type Filesystem } from "./path/convert.ts";
 
 export class ScriptError extends Error {
   override name = "ScriptError";
@@ -150,7 +150,8 @@ export async function loadScript(path: string, options: LoadScriptOptions = {}):
   try {
     return toInodeFS(value as Filesystem);
   } catch (e) {
-    const line = lineOf(file, /\bexport\s+default\b/);
+    const key = e instanceof HandlerShapeError ? e.key.replace(/[.*+?^${}()|[\]\\]/g, "\\$&") : null;
+    const line = key ? lineOf(file, new RegExp(`(^|[\\s{,"'])${key}["']?\\s*[:(]`)) : lineOf(file, /\bexport\s+default\b/);
     throw new ScriptError(`${show(file)}:${line}: default export is not a filesystem: ${e instanceof Error ? e.message : String(e)}`);
   }
 }

@@ -3,7 +3,7 @@
 import { statSync } from "node:fs";
 import type { InodeFS } from "../../lib/fs/types.ts";
 import { mount, type Mount } from "../../lib/mount.ts";
-import { detach } from "../../lib/mountpoint.ts";
+import { detach, isFuseMount } from "../../lib/mountpoint.ts";
 import type { MountCommand } from "../args.ts";
 
 function deadMountError(mountpoint: string): string | null {
@@ -51,6 +51,9 @@ async function loadFilesystem(cmd: MountCommand): Promise<{ fs: InodeFS; label: 
   }
 }
 
+/** Exit code when the connection was aborted (fusectl abort, or the kernel gave up on it). */
+export const EXIT_ABORTED = 3;
+
 export async function runMount(cmd: MountCommand): Promise<number> {
   const { fs, label } = await loadFilesystem(cmd);
   const stale = cleanStaleMount(cmd.mountpoint, (line) => process.stderr.write(line + "\n"));
@@ -58,6 +61,20 @@ export async function runMount(cmd: MountCommand): Promise<number> {
     process.stderr.write(`fuse-uring: cannot mount ${label} at ${cmd.mountpoint}: ${stale}\n`);
     return 1;
   }
+  if (isFuseMount(cmd.mountpoint)) {
+    // Stacking a second FUSE mount hides the first one's files: almost always a mistake.
+    process.stderr.write(`fuse-uring: ${cmd.mountpoint} is already a FUSE mount (served by another daemon); unmount it first: fuse-uring unmount ${cmd.mountpoint}\n`);
+    return 2;
+  }
+  // A handler's stray promise (fire-and-forget, not returned) that rejects must not take the
+  // whole mount down with every caller: log it once per distinct error and serve on.
+  const seenRejections = new Set<string>();
+  process.on("unhandledRejection", (e) => {
+    const text = e instanceof Error ? (e.stack ?? e.message) : String(e);
+    if (seenRejections.has(text)) return;
+    if (seenRejections.size < 100) seenRejections.add(text);
+    process.stderr.write(`fuse-uring: unhandled promise rejection in the filesystem (ignored; return or await the promise): ${text}\n`);
+  });
   // Handlers go in before mounting: Bun installs them asynchronously, and a SIGTERM that
   // arrives right after the ready line must unmount, not kill the daemon mid-mount.
   let m: Mount | null = null;
@@ -92,6 +109,7 @@ export async function runMount(cmd: MountCommand): Promise<number> {
       entryTtl: cmd.entryTtl,
       attrTtl: cmd.attrTtl,
       negativeTtl: cmd.negativeTtl,
+      requestTimeout: cmd.requestTimeout,
     });
   } catch (e) {
     process.stderr.write(`fuse-uring: cannot mount ${label} at ${cmd.mountpoint}: ${e instanceof Error ? e.message : String(e)}\n`);
@@ -100,6 +118,11 @@ export async function runMount(cmd: MountCommand): Promise<number> {
   process.stderr.write(`fuse-uring: mounted ${label} at ${cmd.mountpoint} (transport=${m.transport}: ${m.transportReason})\n`);
   if (signalled) unmountNow(m);
   const reason = await m.closed;
-  if (cmd.debug) process.stderr.write(`fuse-uring: session ended (${reason})\n`);
+  if (cmd.debug) process.stderr.write(`fuse-uring: session ended: ${reason}${signalled ? ` (after ${signalled})` : reason === "unmounted" ? " (external unmount)" : ""}\n`);
+  if (reason.startsWith("connection aborted")) {
+    const detached = reason.includes("detaching the dead mount failed") ? "" : "; the dead mount was detached";
+    process.stderr.write(`fuse-uring: ${cmd.mountpoint}: ${reason} (fusectl abort, or the kernel ended the connection)${detached}\n`);
+    return EXIT_ABORTED;
+  }
   return 0;
 }
