@@ -64,7 +64,7 @@ export class Request implements RequestContext {
   deferredKind: AnswerKind | 0 = 0;
   deferredValue = 0;
   /** Payload bytes of the last answer sent from this slot (poison checking). */
-  lastReplyLen = 0;
+  lastReplyLen = -1; // -1: not poisoned (nothing to check on the next arrival)
   private controller: AbortController | null = null;
   private ioResolve: ((n: number) => void) | null = null;
   private ioReject: ((e: Error) => void) | null = null;

@@ -69,7 +69,7 @@ export const defaultSessionOptions: SessionOptions = {
   fixedBuffers: process.env.FUSE_URING_FIXED_BUFFERS !== "0",
   ringSpinMicros: process.env.FUSE_URING_SPIN_US !== undefined ? Number(process.env.FUSE_URING_SPIN_US) : 0,
   requestTimeout: 0,
-  slowRequestMs: 10_000,
+  slowRequestMs: process.env.FUSE_URING_SLOW_MS !== undefined ? Number(process.env.FUSE_URING_SLOW_MS) : 10_000,
   poison: process.env.FUSE_URING_POISON === "1",
   debug: false,
   log: (line) => process.stderr.write(line + "\n"),
