@@ -52,12 +52,17 @@ export class Mount implements AsyncDisposable {
   }
 
   /**
-   * The session ended but our mount is still there (nobody unmounted it): the connection was
-   * aborted. Every access would fail with ENOTCONN until someone unmounts, so detach it.
+   * Name why the session ended, from what the kernel said and whether our mount is still
+   * there. Gone: it was unmounted (a ring may only report ENOTCONN for that). Still there
+   * without anyone unmounting: the connection was aborted; every access would fail with
+   * ENOTCONN until someone unmounts, so detach it (lazily).
    */
   private detachDead(reason: string): string {
-    if (this.unmounting || !this.device || mountDevice(this.mountpoint) !== this.device) return reason;
-    const why = reason === "unmounted" || reason === "closed" ? "connection aborted" : reason;
+    const vague = reason === "unmounted" || reason === "closed" || reason.startsWith("connection ended");
+    const ours = this.device !== null && mountDevice(this.mountpoint) === this.device;
+    if (!ours) return vague ? "unmounted" : reason;
+    if (this.unmounting) return reason;
+    const why = vague ? "connection aborted" : reason;
     const err = detach(this.mountpoint, true);
     return err ? `${why}; detaching the dead mount failed: ${err}` : why;
   }
