@@ -1,5 +1,5 @@
 //! FUSE-over-io_uring transport: one native thread owns one io_uring (SQE128) that carries every
-//! entry of every queue (kernel-abi.md §12.4: one ring may serve all qids).
+//! entry of every queue (docs/KERNEL.md §4: one ring may serve all qids).
 //!
 //! The ring is created *inside* the thread, so SINGLE_ISSUER/DEFER_TASKRUN hold (the creating
 //! task is the only submitter) and the kernel's task work that copies requests into our buffers

@@ -384,7 +384,7 @@ export class Session implements Sink, ReplyObserver {
     this.bufferPools = (init.flags & initBit("HAS_IO_URING_BUFPOOL")) !== 0n;
 
     // Decide the transport before answering: advertising io_uring and then failing to
-    // register entries would block every request (kernel-abi §12.4).
+    // register entries would block every request (docs/KERNEL.md §3, §4).
     let want = o.transport !== "classic";
     let reason = o.transport === "classic" ? "requested with --transport classic" : explainNoUring(init.flags);
     if (want && reason) want = false;

@@ -28,7 +28,7 @@ export interface UringOptions {
   spinMicros?: number;
 }
 
-/** Number of possible CPUs = number of FUSE ring queues the kernel expects (kernel-abi §12.4). */
+/** Number of possible CPUs = number of FUSE ring queues the kernel expects (docs/KERNEL.md §4). */
 export function possibleCpus(): number {
   const text = readFileSync("/sys/devices/system/cpu/possible", "utf8").trim();
   let n = 0;
