@@ -12,6 +12,9 @@ import {
   ANSWER_ERROR, ANSWER_NONE, ANSWER_OK, DEFERRED, HANDLING, stateNames, type AnswerKind, type Request,
 } from "./request.ts";
 
+/** Reply refusals that only mean the request no longer exists (ENOENT, ENODEV, ENOTCONN, ECONNABORTED). */
+const GONE = new Set([2, 19, 107, 103]);
+
 export interface ReplyObserver {
   /** Called after each answered or released request (stats, debug log, in-flight count). */
   done(req: Request, error: number): void;
@@ -117,7 +120,12 @@ export class Replier {
     const errno = kind === ANSWER_ERROR ? value : 0;
     encodeOutHeader(slot.header, 0, OUT_HEADER_SIZE + len, -errno, req.uniqueLo, req.uniqueHi);
     this.observer.poison?.(req, len);
-    slot.source.reply(slot, len);
+    const rc = slot.source.reply(slot, len);
+    // A refusal other than "the request is gone" (interrupted, unmounted, aborted) means the
+    // reply was malformed or the slot was not ours: the caller may be left waiting. Say so.
+    if (typeof rc === "number" && rc < 0 && !GONE.has(-rc)) {
+      this.observer.protocolError(req, `the ${slot.source.kind} transport refused the ${errno ? `error ${errno}` : `${len}-byte`} reply: errno ${-rc}`);
+    }
     this.finish(req, errno);
   }
 

@@ -80,11 +80,12 @@ export class UringSource implements Source {
     if (this.handle) this.completions.drain(native().fu_ring_pop, this.handle, this, this.sink);
   }
 
-  reply(slot: Slot, payloadLen: number): void {
-    if (!this.handle) return;
+  reply(slot: Slot, payloadLen: number): number {
+    if (!this.handle) return -107;
     slot.header.setUint32(HDR_PAYLOAD_SZ, payloadLen, true);
-    native().fu_ring_commit(this.handle, slot.index);
+    const rc = native().fu_ring_commit(this.handle, slot.index); // -EINVAL not held, -EBUSY I/O running
     this.pendingKick = true;
+    return rc;
   }
 
   /** A ring entry always needs a COMMIT to come back; an empty error reply is the release. */
