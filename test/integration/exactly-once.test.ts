@@ -22,6 +22,7 @@ import {
   makeMountpoint,
   readStats,
   run,
+  sha256,
   sha256sum,
   shOk,
   sleep,
@@ -172,7 +173,7 @@ for (const transport of TRANSPORTS) {
     fuseTest("items 2+3: a READ handler that throws (or answers) while its backing I/O runs: EIO, caller exits, slots stay intact", async () => {
       const f = await startFixture(transport);
       const m = f.d.mnt;
-      await shOk('for n in io-throw io-throw-async io-early; do echo x > "$1/$n"; done', [m]);
+      await shOk('for n in io-throw io-throw-async io-early; do echo x > "$1/$n"; done; head -c 65536 /dev/zero > "$1/io-ok"', [m]);
       const data = await fsopOk("pwrite_pattern", `${m}/data`, 0, 3 << 20, "exact");
       const rounds = 8;
       for (let i = 0; i < rounds; i++) {
@@ -188,6 +189,10 @@ for (const transport of TRANSPORTS) {
         // Other requests reuse the same slots: their data must be exactly theirs.
         expect(await sha256sum(`${m}/data`)).toBe(data.sha256 as string);
       }
+      // Backing I/O on every slot again (more reads than slots): no slot kept a stale I/O
+      // callback (that answered EBUSY before), every read returns the backing file's bytes.
+      const backingSha = sha256(Buffer.alloc(65536, "B"));
+      for (let i = 0; i < 40; i++) expect(await sha256sum(`${m}/io-ok`)).toBe(backingSha);
       const s = await statsOf(f, (s) => (s.deferredAnswers as number) >= rounds * 3 && s.inflight === 0);
       // The answers really waited for the I/O (the path under test was taken) …
       expect(s.deferredAnswers as number).toBeGreaterThanOrEqual(rounds * 3);
