@@ -4,7 +4,7 @@
 // produces only by chance (an INTERRUPT before its request, an unknown target), on top of the
 // real-mount tests in test/integration/exactly-once.test.ts.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { closeSync, mkdtempSync, openSync, rmSync, writeFileSync } from "node:fs";
+import { closeSync, mkdtempSync, openSync, readlinkSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { FuseError } from "../lib/fs/errors.ts";
 import type { InodeFS, RequestContext } from "../lib/fs/types.ts";
@@ -32,7 +32,7 @@ afterAll(() => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-/** READ handlers by node id: 2 waits for ctx.signal, 3 starts backing I/O and throws. */
+/** READ handlers by node id: 2 waits for ctx.signal, 3 starts backing I/O and throws, 4 never settles. */
 const fs: InodeFS = {
   read(ctx: RequestContext, ino: number, _fh: number, _off: number, size: number) {
     if (ino === 2) {
@@ -41,6 +41,7 @@ const fs: InodeFS = {
         ctx.signal.addEventListener("abort", () => reject(ctx.signal.reason));
       });
     }
+    if (ino === 4) return new Promise<number>(() => {});
     if (ino === 3) {
       void ctx.backingRead(backingFd, 0, Math.min(size, 4096));
       throw new Error("throws while its backing I/O runs");
@@ -82,7 +83,7 @@ function harness() {
     h.setUint32(HDR_OP_IN + 16, size, true);
   };
   const interrupt = (target: number) => (h: DataView) => h.setBigUint64(HDR_OP_IN, BigInt(target), true);
-  return { session, sent, logs, deliver, read, interrupt, internals };
+  return { session, sent, logs, deliver, read, interrupt, internals, fd };
 }
 
 const tick = () => new Promise((r) => setTimeout(r, 0));
@@ -153,5 +154,24 @@ describe("request state machine", () => {
     expect(h.session.stats().protocolErrors).toBe(2);
     expect(h.logs.filter((l) => l.includes("BUG:")).length).toBe(2);
     await h.session.close(100);
+  });
+
+  test("item 6: close() with a handler that never settles answers it EIO and closes /dev/fuse only after the reader thread stopped", async () => {
+    const h = harness();
+    h.session.start(); // the reader thread: on an unmounted fd its first read fails and it stops
+    h.deliver(0, Op.READ, 60, 4, h.read(4096));
+    await h.session.close(50);
+    expect(h.sent).toContainEqual({ slot: 0, kind: "reply", error: -5, unique: 60n });
+    expect(h.logs.join("\n")).toContain("never settled");
+    expect(() => readlinkSync(`/proc/self/fd/${h.fd}`)).toThrow(); // closed
+  });
+
+  test("item 6: … and leaves /dev/fuse open when a transport thread never reports that it stopped", async () => {
+    const h = harness(); // never started: nothing will report STOPPED
+    h.deliver(0, Op.READ, 70, 4, h.read(4096));
+    await h.session.close(50);
+    expect(h.logs.join("\n")).toContain("leaving /dev/fuse open");
+    expect(readlinkSync(`/proc/self/fd/${h.fd}`)).toBe("/dev/fuse");
+    closeSync(h.fd);
   });
 });
