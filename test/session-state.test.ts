@@ -23,12 +23,17 @@ interface Sent {
 const dir = mkdtempSync("/tmp/fuse-uring-state-test-");
 const backingPath = join(dir, "backing");
 let backingFd = -1;
+let fifoFd = -1;
 beforeAll(() => {
   writeFileSync(backingPath, Buffer.alloc(8192, "b"));
   backingFd = openSync(backingPath, "r");
+  const fifo = join(dir, "fifo");
+  expect(Bun.spawnSync(["mkfifo", fifo]).exitCode).toBe(0);
+  fifoFd = openSync(fifo, "r+"); // O_RDWR: opening does not wait for a writer
 });
 afterAll(() => {
   closeSync(backingFd);
+  closeSync(fifoFd);
   rmSync(dir, { recursive: true, force: true });
 });
 
@@ -42,6 +47,7 @@ const fs: InodeFS = {
       });
     }
     if (ino === 4) return new Promise<number>(() => {});
+    if (ino === 5) return ctx.backingRead(fifoFd, -1, 16); // blocks until the test writes to the FIFO
     if (ino === 3) {
       void ctx.backingRead(backingFd, 0, Math.min(size, 4096));
       throw new Error("throws while its backing I/O runs");
@@ -50,11 +56,11 @@ const fs: InodeFS = {
   },
 };
 
-function harness() {
+function harness(requestTimeout = 0) {
   const fd = native().fu_dev_open();
   expect(fd).toBeGreaterThanOrEqual(0);
   const logs: string[] = [];
-  const session = new Session(fd, fs, { transport: "classic", slowRequestMs: 0, log: (l) => logs.push(l) });
+  const session = new Session(fd, fs, { transport: "classic", slowRequestMs: 0, requestTimeout, log: (l) => logs.push(l) });
   const internals = session as unknown as { classic: Source; transport: string };
   internals.transport = "classic";
   const source = internals.classic;
@@ -153,6 +159,26 @@ describe("request state machine", () => {
     expect(h.sent.length).toBe(1);
     expect(h.session.stats().protocolErrors).toBe(2);
     expect(h.logs.filter((l) => l.includes("BUG:")).length).toBe(2);
+    await h.session.close(100);
+  });
+
+  test("a timeout while backing I/O runs: ETIMEDOUT waits for the I/O, goes out once, the handler's result is dropped", async () => {
+    const h = harness(0.1);
+    h.deliver(0, Op.READ, 80, 5, h.read(4096));
+    await Bun.sleep(400); // the timeout fired meanwhile, but the thread pool still reads into the slot
+    let s = h.session.stats();
+    expect(s.timeouts).toBe(1);
+    expect(s.deferredAnswers).toBe(1);
+    expect(h.sent).toEqual([]);
+    writeFileSync(`/proc/self/fd/${fifoFd}`, "x"); // the backing read completes
+    const deadline = Date.now() + 5000;
+    while (h.sent.length === 0 && Date.now() < deadline) await Bun.sleep(5);
+    await Bun.sleep(20);
+    expect(h.sent).toEqual([{ slot: 0, kind: "reply", error: -110, unique: 80n }]);
+    s = h.session.stats();
+    expect(s.lateResults).toBe(1);
+    expect(s.protocolErrors).toBe(0);
+    expect(s.inflight).toBe(0);
     await h.session.close(100);
   });
 
