@@ -7,6 +7,7 @@ Runs as its own process (never inside the FUSE daemon) and needs nothing compile
                                         gets min(10000, 3/4·FILES), the first the rest), statx
                                         each one, list the second directory repeatedly for
                                         READDIR_MIN_S, unlink everything; prints one JSON object
+  meta.py csu DIR FILES                  the same without the readdir phase (create, stat, unlink)
   meta.py probe DIR [BIG]               smoke test of a fresh mount: small and O_DIRECT I/O,
                                         readdir, stat, rename, unlink; reads BIG (if given)
                                         with O_DIRECT in 128 KiB pieces; prints "ok"
@@ -47,7 +48,7 @@ def timed(fn):
     return time.perf_counter() - t0
 
 
-def meta(root, files, readdir_min_s):
+def meta(root, files, readdir_min_s, with_readdir=True):
     # directory b (the one listed) gets min(10000, 3/4 of the files) entries, directory a the rest
     nb = min(READDIR_ENTRIES, files - files // 4)
     counts = [files - nb, nb]
@@ -86,16 +87,17 @@ def meta(root, files, readdir_min_s):
 
     # readdir: list directory b until READDIR_MIN_S has passed (at least 2 passes); every pass
     # must see every entry.
-    passes, t0 = 0, time.perf_counter()
-    while True:
-        got = len(os.listdir(dirs[1]))
-        if got != nb:
-            die(f"readdir pass {passes + 1}: {got} entries, expected {nb}")
-        passes += 1
-        el = time.perf_counter() - t0
-        if passes >= 2 and el >= readdir_min_s:
-            break
-    out["readdir"] = {"ops": passes * nb, "passes": passes, "entries": nb, "s": el}
+    if with_readdir:
+        passes, t0 = 0, time.perf_counter()
+        while True:
+            got = len(os.listdir(dirs[1]))
+            if got != nb:
+                die(f"readdir pass {passes + 1}: {got} entries, expected {nb}")
+            passes += 1
+            el = time.perf_counter() - t0
+            if passes >= 2 and el >= readdir_min_s:
+                break
+        out["readdir"] = {"ops": passes * nb, "passes": passes, "entries": nb, "s": el}
 
     def unlink_all():
         for dfd, ns in zip(dfds, names):
@@ -175,10 +177,12 @@ def probe(root, big):
 def main():
     if len(sys.argv) >= 5 and sys.argv[1] == "meta":
         meta(sys.argv[2], int(sys.argv[3]), float(sys.argv[4]))
+    elif len(sys.argv) == 4 and sys.argv[1] == "csu":
+        meta(sys.argv[2], int(sys.argv[3]), 0, with_readdir=False)
     elif len(sys.argv) in (3, 4) and sys.argv[1] == "probe":
         probe(sys.argv[2], sys.argv[3] if len(sys.argv) == 4 else None)
     else:
-        die("usage: meta.py meta DIR FILES READDIR_MIN_S | meta.py probe DIR [BIG]")
+        die("usage: meta.py meta DIR FILES READDIR_MIN_S | meta.py csu DIR FILES | meta.py probe DIR [BIG]")
 
 
 if __name__ == "__main__":

@@ -1,14 +1,15 @@
 #!/usr/bin/env bun
 // fuse-uring benchmark harness: a matrix of configurations × workloads with interleaved rounds.
-// See bench/README.md. `npm run bench` (full, ~24 min on 2 CPUs) or `npm run bench -- --quick` (< 3 min).
+// See bench/README.md. `npm run bench` (full, ~30 min on 2 CPUs) or `npm run bench -- --quick` (2–3 min);
+// `--libfuse PATH` adds libfuse's passthrough_hp and the "fuse-uring ÷ libfuse" table.
 
-import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { accessSync, constants as fsConstants, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { cpus, totalmem } from "node:os";
 import { dirname, join, resolve } from "node:path";
-import { configDefs, type ConfigState } from "./lib/configs.ts";
+import { configDefs, runsOn, type ConfigState } from "./lib/configs.ts";
 import { Daemon, type DaemonStats } from "./lib/daemon.ts";
-import { markdown, svg, type Results, type RoundResource, type Sample, type StatsDelta } from "./lib/report.ts";
-import { BenchError, fmtDuration, mountAt, mounts, readText, run, sleep, unmountBelow } from "./lib/util.ts";
+import { markdown, summarize, svg, type Results, type RoundResource, type Sample, type StatsDelta } from "./lib/report.ts";
+import { BenchError, fmtDuration, mounts, rcharBytes, readText, run, unmountBelow } from "./lib/util.ts";
 import { MAX_JOBS, WORKLOADS, prepareData, runWorkload, sizeBytes, type Params, type Workload } from "./lib/workloads.ts";
 
 const REPO = resolve(dirname(new URL(import.meta.url).pathname), "..");
@@ -17,8 +18,8 @@ let CODE = REPO;
 
 const HELP = `Usage: bun bench/run.ts [options]      (npm run bench [-- options])
 
-  --quick              short run (< 3 min): 2 rounds, 1.5 s fio runs, 64M files, 2,000 files
-                       for the metadata workload, 5 of the 11 workloads
+  --quick              short run (2–3 min; 4–5 with --libfuse): 2 rounds, 1.5 s fio runs, 64M
+                       files, 2,000 files for the metadata workloads, 6 of the 14 workloads
   --reps N             interleaved rounds (default 3, quick 2)
   --runtime S          seconds per fio run (default 5, quick 1.5)
   --size SIZE          fio file size per job, e.g. 256M (default 256M, quick 64M)
@@ -26,7 +27,16 @@ const HELP = `Usage: bun bench/run.ts [options]      (npm run bench [-- options]
   --queue-depth N      passed to the CLI (io_uring entries per queue; default 8)
   --max-write BYTES    passed to the CLI (default 1048576)
   --configs a,b,…      only these configurations (raw, memfs-classic, memfs-uring, pt-classic,
-                       pt-uring, pt-uring-nofixed when the CLI has --no-fixed-buffers, kpt)
+                       pt-uring, pt-uring-nofixed when the CLI has --no-fixed-buffers,
+                       pt-classic-js and pt-uring-js when it has --data-plane, kpt,
+                       burn-w1, burn-w2; with --libfuse also lf-classic, lf-uring, lf-kpt and
+                       the metadata-only variants memfs-uring-ttl, pt-classic-ttl, pt-uring-ttl,
+                       kpt-ttl)
+  --only a,b,…         the same as --configs
+  --libfuse PATH       compare against libfuse's passthrough_hp at PATH (a build with io_uring;
+                       also FUSE_URING_LIBFUSE=PATH): adds lf-classic (--nopassthrough),
+                       lf-uring (--nopassthrough -o io_uring), lf-kpt (-o io_uring) and the
+                       "fuse-uring ÷ libfuse" ratio table. Without it they are skipped
   --workloads a,b,…    only these workloads (ids in bench/README.md, e.g. seqread-1m,meta)
   --aio-engine E       fio engine of the QD16 and 70/30 mix workloads: libaio (default) or
                        io_uring (on tmpfs io_uring punts every I/O to io-wq workers, which
@@ -46,6 +56,7 @@ interface Options {
   maxWrite: number;
   configs: string[] | null;
   workloads: string[] | null;
+  libfuse: string | null;
   out: string | null;
   nofile: number;
 }
@@ -60,6 +71,7 @@ function parseOptions(argv: string[]): Options {
     maxWrite: 1 << 20,
     configs: null,
     workloads: null,
+    libfuse: process.env.FUSE_URING_LIBFUSE || null,
     out: null,
     nofile: 1 << 20,
   };
@@ -86,7 +98,13 @@ function parseOptions(argv: string[]): Options {
       case "--files": o.params.metaFiles = Math.max(2, Math.floor(num(flag, val(), 2) / 2) * 2); break;
       case "--queue-depth": o.queueDepth = Math.floor(num(flag, val(), 1)); break;
       case "--max-write": o.maxWrite = Math.floor(num(flag, val(), 4096)); break;
-      case "--configs": o.configs = (val() ?? "").split(",").filter(Boolean); break;
+      case "--configs": case "--only": o.configs = (val() ?? "").split(",").filter(Boolean); break;
+      case "--libfuse": {
+        const v = val();
+        if (!v) throw new BenchError("--libfuse needs the path of a passthrough_hp binary");
+        o.libfuse = resolve(v);
+        break;
+      }
       case "--workloads": o.workloads = (val() ?? "").split(",").filter(Boolean); break;
       case "--out": o.out = resolve(val() ?? ""); break;
       case "--aio-engine": {
@@ -156,10 +174,23 @@ function cleanup(): Promise<void> {
 
 function delta(a: DaemonStats, b: DaemonStats): StatsDelta {
   const d = (k: keyof DaemonStats) => Number(b[k] ?? 0) - Number(a[k] ?? 0);
+  // counters newer engines add (tolerated when absent): io_uring_enter calls, requests the shim
+  // answered without JavaScript
+  const opt = (k: string) => (typeof b[k] === "number" ? Number(b[k]) - Number(typeof a[k] === "number" ? a[k] : 0) : undefined);
+  const opsSum = (s: DaemonStats) => (s.ops && typeof s.ops === "object" ? Object.values(s.ops as Record<string, number>).reduce((x, y) => x + Number(y || 0), 0) : undefined);
+  const oa = opsSum(a), ob = opsSum(b);
+  const native = opt("nativeRequests");
   return {
-    requests: d("ringRequests") + d("devRequests"), ringRequests: d("ringRequests"), devRequests: d("devRequests"),
+    requests: d("ringRequests") + d("devRequests") + (native ?? 0), ringRequests: d("ringRequests"), devRequests: d("devRequests"),
     wakeups: d("wakeups"), cqes: d("cqes"), submits: d("submits"), fixedIo: d("fixedIo"), errors: d("errors"),
+    enters: opt("enters"), nativeRequests: native,
+    answered: ob !== undefined ? ob - (oa ?? 0) : undefined,
   };
+}
+
+/** FUSE requests a daemon handled: through JS on either transport, plus those the shim answered natively. */
+function totalRequests(s: DaemonStats): number {
+  return s.ringRequests + s.devRequests + (typeof s.nativeRequests === "number" ? s.nativeRequests : 0);
 }
 
 function loadavg(): string {
@@ -190,11 +221,16 @@ interface Live {
 
 let effectiveNofileForDaemons = 0;
 
+/** How to run passthrough_hp (set up by setupLibfuse when --libfuse / FUSE_URING_LIBFUSE is given). */
+let libfuseRun: { binary: string; env?: Record<string, string> } | null = null;
+
 function daemonFor(cfg: ConfigState, mnt: string, src: string, o: Options, statsFile: string): Daemon {
   const d = new Daemon(
     {
       id: cfg.id,
-      fsArgs: cfg.kind === "memfs" ? ["--memfs"] : ["--passthrough", src],
+      fsArgs: cfg.kind === "memfs" ? ["--memfs"] : cfg.kind === "script" ? [join(CODE, cfg.script!)] : ["--passthrough", src],
+      scriptArgs: cfg.kind === "script" ? ["--size", String(sizeBytes(o.params.size)), "--files", String(MAX_JOBS)] : undefined,
+      libfuse: cfg.kind === "libfuse" ? { binary: libfuseRun!.binary, env: libfuseRun!.env, args: cfg.libfuseArgs ?? [], source: src } : undefined,
       transport: cfg.transport!,
       mountpoint: mnt,
       statsFile,
@@ -222,12 +258,27 @@ async function smoke(dir: string, context: string, big?: string): Promise<void> 
   }
 }
 
+/** The burn filesystem is read-only: read the start of its first file instead of the smoke test. */
+async function readCheck(dir: string, context: string): Promise<void> {
+  const r = await run(["python3", "-c", "import os,sys; fd=os.open(sys.argv[1], os.O_RDONLY); n=len(os.pread(fd, 4096, 0)); os.close(fd); print(n)", join(dir, "f.0")], { timeoutMs: 60_000 });
+  if (r.code !== 0 || r.stdout.trim() !== "4096") {
+    throw new BenchError(`read check failed on ${context}${r.timedOut ? " (timed out: the mount hangs)" : ""}: ${(r.stderr || r.stdout).trim().slice(-600)}`);
+  }
+}
+
+/** A libfuse daemon uses io_uring iff it holds io_uring instances (its rings, one per queue). */
+function checkLibfuseTransport(cfg: ConfigState, d: Daemon, context: string): void {
+  const n = d.uringFds();
+  if (cfg.transport === "uring" && n === 0) throw new BenchError(`${cfg.label}, ${context}: passthrough_hp holds no io_uring instance (-o io_uring not in effect)`);
+  if (cfg.transport === "classic" && n > 0) throw new BenchError(`${cfg.label}, ${context}: passthrough_hp holds ${n} io_uring instances although classic was configured`);
+}
+
 const BIG = "probe-big.bin";
 const BIG_BYTES = 64 << 20;
 
-/** Probe an optional (passthrough) configuration: mount, smoke test, unmount, check counters. */
+/** Probe an optional configuration: mount, smoke test, unmount, check counters. */
 async function probeConfig(cfg: ConfigState, o: Options): Promise<void> {
-  if (!existsSync(join(CODE, "lib/fs/passthrough.ts"))) {
+  if (cfg.kind === "passthrough" && !existsSync(join(CODE, "lib/fs/passthrough.ts"))) {
     cfg.available = false;
     cfg.reason = "lib/fs/passthrough.ts does not exist yet";
     return;
@@ -236,23 +287,38 @@ async function probeConfig(cfg: ConfigState, o: Options): Promise<void> {
   const mnt = join(workRoot, "mnt", `probe-${cfg.id}`);
   mkdirSync(src, { recursive: true });
   mkdirSync(mnt, { recursive: true });
-  const big = Buffer.alloc(BIG_BYTES, 0x5a);
-  writeFileSync(join(src, BIG), big);
+  if (cfg.kind !== "script") writeFileSync(join(src, BIG), Buffer.alloc(BIG_BYTES, 0x5a));
   const statsFile = join(workRoot, `probe-${cfg.id}.stats.json`);
   const d = daemonFor(cfg, mnt, src, o, statsFile);
+  let rchar = 0;
   try {
     await d.waitReady(30_000);
-    await smoke(mnt, `${cfg.label} probe mount`, BIG);
+    const r0 = rcharBytes(d.pid) ?? 0;
+    if (cfg.kind === "script") await readCheck(mnt, `${cfg.label} probe mount`);
+    else await smoke(mnt, `${cfg.label} probe mount`, BIG);
+    rchar = (rcharBytes(d.pid) ?? 0) - r0;
     d.check("after the smoke test");
+    if (d.isLibfuse) checkLibfuseTransport(cfg, d, "probe");
   } catch (e) {
     cfg.available = false;
     const first = (e as Error).message.split("\n");
     cfg.reason = `probe failed: ${first[0]}${first.length > 1 ? " — daemon stderr: " + first.slice(1).map((l) => l.replace(/^\s*\|\s?/, "")).filter(Boolean).slice(-3).join(" / ") : ""}`;
   } finally {
     const st = await stopDaemon(d);
-    if (cfg.available) {
+    if (cfg.available && d.isLibfuse) {
+      // passthrough_hp exits 1 after SIGTERM (its loop reports the signal as an error)
+      if (st.exitCode !== 0 && st.exitCode !== 1) cfg.notes.push(`probe daemon exited with code ${st.exitCode} on SIGTERM`);
+      if (cfg.libfuseArgs && !cfg.libfuseArgs.includes("--nopassthrough")) {
+        // with FUSE_PASSTHROUGH the kernel reads the backing file; without it the daemon does
+        if (rchar > 8 << 20) {
+          cfg.available = false;
+          cfg.reason = `FUSE_PASSTHROUGH not in effect: passthrough_hp itself read ${Math.round(rchar / 2 ** 20)} MiB (rchar) for a probe that reads 64 MiB with O_DIRECT`;
+        }
+      }
+      if (cfg.available) cfg.notes.push(`probe: passthrough_hp read ${fmtMiB(rchar)} MiB itself (rchar) for the smoke test + 64 MiB O_DIRECT read`);
+    } else if (cfg.available) {
       const s = st.finalStats;
-      const reqs = s ? s.ringRequests + s.devRequests : NaN;
+      const reqs = s ? totalRequests(s) : NaN;
       if (!s) {
         cfg.available = false;
         cfg.reason = "probe: no stats file after exit";
@@ -266,10 +332,55 @@ async function probeConfig(cfg: ConfigState, o: Options): Promise<void> {
         cfg.available = false;
         cfg.reason = `FUSE_PASSTHROUGH not in effect: the daemon served ${reqs} requests for a probe that reads 64 MiB with O_DIRECT in 128 KiB pieces (data did not bypass the daemon)`;
       }
-      if (cfg.available) cfg.notes.push(`probe: ${reqs} requests for the smoke test + 64 MiB O_DIRECT read in 128 KiB pieces`);
+      if (cfg.available) cfg.notes.push(cfg.kind === "script" ? `probe: ${reqs} requests to mount and read 4 KiB` : `probe: ${reqs} requests for the smoke test + 64 MiB O_DIRECT read in 128 KiB pieces`);
     }
     rmSync(src, { recursive: true, force: true });
   }
+}
+
+const fmtMiB = (b: number) => (b / 2 ** 20).toFixed(1);
+
+/**
+ * Check that the passthrough_hp binary runs. A copied build may carry its library's soname link
+ * as a small text file naming the real library (a symlink stored as a file): then link the
+ * real library under that name in the work directory and put it on LD_LIBRARY_PATH (the
+ * binary's RUNPATH comes after it). Returns why libfuse cannot be compared, or null.
+ */
+async function setupLibfuse(path: string, notes: string[]): Promise<{ reason: string | null; uring: boolean }> {
+  try {
+    if (!statSync(path).isFile()) return { reason: `${path} is not a file`, uring: false };
+    accessSync(path, fsConstants.X_OK);
+  } catch (e) {
+    return { reason: `${path}: ${(e as Error).message}`, uring: false };
+  }
+  let env: Record<string, string> | undefined;
+  let h = await run([path, "--help"], { timeoutMs: 10_000 });
+  if (h.code !== 0 && /error while loading shared libraries/.test(h.stderr)) {
+    const libDir = resolve(dirname(path), "../lib");
+    const fixDir = join(workRoot, "libfuse-lib");
+    mkdirSync(fixDir, { recursive: true });
+    const fixed: string[] = [];
+    if (existsSync(libDir)) {
+      for (const f of readdirSync(libDir)) {
+        const full = join(libDir, f);
+        const st = statSync(full);
+        if (!st.isFile() || st.size > 255) continue;
+        const target = readFileSync(full, "utf8").trim();
+        if (/^[\w.+-]+$/.test(target) && target !== f && existsSync(join(libDir, target))) {
+          symlinkSync(join(libDir, target), join(fixDir, f));
+          fixed.push(`${f} → ${target}`);
+        }
+      }
+    }
+    if (fixed.length) {
+      env = { LD_LIBRARY_PATH: [fixDir, process.env.LD_LIBRARY_PATH].filter(Boolean).join(":") };
+      h = await run([path, "--help"], { timeoutMs: 10_000, env });
+      if (h.code === 0) notes.push(`libfuse: ${libDir} holds ${fixed.join(", ")} as text files (symlinks stored as files); the harness linked them in its work directory and runs passthrough_hp with LD_LIBRARY_PATH pointing there`);
+    }
+  }
+  if (h.code !== 0) return { reason: `${path} --help failed (exit ${h.code}): ${(h.stderr || h.stdout).trim().split("\n").slice(0, 2).join(" / ")}`, uring: false };
+  libfuseRun = { binary: path, env };
+  return { reason: null, uring: /io_uring/.test(h.stdout + h.stderr) };
 }
 
 // ---- main ---------------------------------------------------------------------------------------
@@ -308,14 +419,35 @@ async function main(): Promise<number> {
   CODE = snap.dir;
   const help = await run([bunPath(), "bin/fuse-uring.ts", "--help"], { timeoutMs: 30_000, cwd: CODE });
   const noFixed = help.stdout.match(/--no-fixed[\w-]*/)?.[0] ?? null;
-  const configs: ConfigState[] = configDefs(noFixed).map((d) => ({ ...d, available: true, notes: [] }));
+  const hasWorkers = /--workers\b/.test(help.stdout);
+  const hasDataPlane = /--data-plane\b/.test(help.stdout);
+  const configs: ConfigState[] = configDefs({ noFixedFlag: noFixed, hasWorkers, hasDataPlane }).map((d) => ({ ...d, available: true, notes: [] }));
+  const setupNotes: string[] = [];
+  let libfuseReason: string | null = o.libfuse ? null : "no passthrough_hp given (--libfuse PATH or FUSE_URING_LIBFUSE=PATH; see bench/README.md)";
+  let libfuseUring = false;
+  if (o.libfuse) ({ reason: libfuseReason, uring: libfuseUring } = await setupLibfuse(o.libfuse, setupNotes));
   for (const c of configs) {
     if (o.configs && !o.configs.includes(c.id)) {
       c.available = false;
       c.reason = "not selected (--configs)";
+    } else if (o.quick && c.fullOnly && !o.configs) {
+      c.available = false;
+      c.reason = "not in the quick profile (full run, or select it with --only)";
     } else if (c.transport === "uring" && uringReason) {
       c.available = false;
       c.reason = uringReason;
+    } else if (c.kind === "libfuse" && libfuseReason) {
+      c.available = false;
+      c.reason = libfuseReason;
+    } else if (c.kind === "libfuse" && c.transport === "uring" && !libfuseUring) {
+      c.available = false;
+      c.reason = `${o.libfuse} --help does not offer -o io_uring (built without io_uring?)`;
+    } else if (c.id.endsWith("-ttl") && libfuseReason && !o.configs?.includes(c.id)) {
+      c.available = false;
+      c.reason = "metadata-only variant for the libfuse comparison: runs with --libfuse";
+    } else if (c.extraArgs?.includes("--workers") && !hasWorkers) {
+      c.available = false;
+      c.reason = "the CLI has no --workers option (bin/fuse-uring.ts --help does not list it): handlers run on one thread";
     }
   }
   if (o.configs) for (const id of o.configs) if (!configs.some((c) => c.id === id)) throw new BenchError(`unknown configuration ${id} (known: ${configs.map((c) => c.id).join(", ")})`);
@@ -338,6 +470,7 @@ async function main(): Promise<number> {
     git: (await run(["git", "rev-parse", "--short", "HEAD"], { timeoutMs: 5000, cwd: REPO })).stdout.trim() +
       ((await run(["git", "status", "--porcelain", "--untracked-files=no"], { timeoutMs: 5000, cwd: REPO })).stdout.trim() ? " (dirty)" : ""),
     codeHash: snap.hash,
+    libfuse: libfuseRun ? { path: libfuseRun.binary, sha256: sha256File(libfuseRun.binary), env: libfuseRun.env ?? null } : null,
     env: Object.fromEntries(Object.entries(process.env).filter(([k]) => k.startsWith("FUSE_URING"))),
     loadStart: loadavg(),
     loadEnd: undefined as string | undefined,
@@ -379,22 +512,41 @@ async function main(): Promise<number> {
     tmpfsDir = join(workRoot, "tmpfs");
     mkdirSync(tmpfsDir);
     mkdirSync(join(workRoot, "mnt"));
-    const nTmpfs = 1 + configs.filter((c) => c.kind === "passthrough").length;
-    const tmpfsBytes = nTmpfs * MAX_JOBS * sizeBytes(o.params.size) * 1.25 + (512 << 20) + o.params.metaFiles * 8192;
+    const nTmpfs = 1 + configs.filter((c) => c.available && (c.kind === "passthrough" || c.kind === "libfuse") && !c.workloads).length;
+    const nSrc = configs.filter((c) => c.available && (c.kind === "passthrough" || c.kind === "libfuse")).length;
+    const tmpfsBytes = nTmpfs * MAX_JOBS * sizeBytes(o.params.size) * 1.25 + (512 << 20) + (nSrc + 1) * (BIG_BYTES + o.params.metaFiles * 8192);
     const m = await run(["mount", "-t", "tmpfs", "-o", `size=${Math.ceil(tmpfsBytes / 2 ** 20)}m,mode=0755`, "tmpfs", tmpfsDir], { timeoutMs: 10_000 });
     if (m.code !== 0) throw new BenchError(`cannot mount tmpfs at ${tmpfsDir}: ${m.stderr.trim()}`);
     tmpfsMounted = true;
 
-    // optional configurations: probe them (in parallel) and skip with the reason when they fail
-    const optional = configs.filter((c) => c.available && c.optional);
+    // optional configurations: probe them (in parallel) and skip with the reason when they fail;
+    // a variant (same daemon, other options) inherits its base's verdict when the base is probed
+    const baseOf = (c: ConfigState) => (c.variantOf ? configs.find((b) => b.id === c.variantOf && b.available) : undefined);
+    const optional = configs.filter((c) => c.available && c.optional && !baseOf(c));
+    const variants = configs.filter((c) => c.available && baseOf(c));
     if (optional.length) {
       log(`probing ${optional.map((c) => c.id).join(", ")} …`);
       await Promise.all(optional.map((c) => probeConfig(c, o)));
     }
+    for (const c of variants) {
+      const b = configs.find((x) => x.id === c.variantOf)!;
+      if (!b.available) {
+        c.available = false;
+        c.reason = `${b.label} is not available: ${b.reason}`;
+      }
+    }
+    results.notes.push(...setupNotes);
+    // a workload no available configuration runs is dropped (e.g. the burn workload without burn configurations)
+    const dropped = workloads.filter((w) => !configs.some((c) => c.available && runsOn(c, w.id)));
+    if (dropped.length) {
+      log(`no available configuration runs ${dropped.map((w) => w.id).join(", ")}: skipped`);
+      workloads = workloads.filter((w) => !dropped.includes(w));
+      results.workloads = results.workloads.filter((w) => !dropped.some((d) => d.id === w.id));
+    }
     for (const c of configs) if (!c.available && c.reason !== "not selected (--configs)") log(`skipping ${c.label}: ${c.reason}`);
     // A passthrough holds one O_PATH descriptor per inode the kernel knows: the metadata set
     // must fit the daemon's descriptor limit (same file count for every configuration).
-    if (configs.some((c) => c.available && c.kind === "passthrough") && workloads.some((w) => w.kind === "meta")) {
+    if (configs.some((c) => c.available && (c.kind === "passthrough" || c.kind === "libfuse")) && workloads.some((w) => w.kind === "meta" || w.kind === "csu")) {
       const fit = Math.floor((effectiveNofile - 1000) / 1000) * 1000;
       if (o.params.metaFiles > fit) {
         results.notes.push(
@@ -420,13 +572,13 @@ async function main(): Promise<number> {
       return c.kind === "raw" ? o.params.readdirMinS + 0.5 : o.params.metaFiles * 2e-4 + o.params.readdirMinS + 0.5;
     };
     let roundOverhead = 3 + active.length * 0.5;
-    const totalSteps = o.reps * workloads.length * active.length;
+    const totalSteps = o.reps * workloads.reduce((n, w) => n + active.filter((c) => runsOn(c, w.id)).length, 0);
     let step = 0;
     const eta = (round: number, wi: number, ci: number) => {
       let s = 0;
       for (let r = round; r <= o.reps; r++)
         workloads.forEach((w, j) => active.forEach((c, k) => {
-          if (r > round || j > wi || (j === wi && k >= ci)) s += estimate(c, w);
+          if (runsOn(c, w.id) && (r > round || j > wi || (j === wi && k >= ci))) s += estimate(c, w);
         }));
       return s + (o.reps - round) * roundOverhead;
     };
@@ -447,16 +599,18 @@ async function main(): Promise<number> {
           }
           L.push({ cfg: c, dir, lastActivityEnd: 0, workloadCpuS: 0 });
         }
+        const srcOf = (l: Live) => (l.cfg.kind === "raw" ? l.dir : join(tmpfsDir, `src-${l.cfg.id}`));
+        // data files only where a fio workload will use them (not for the metadata-only variants)
+        const needsData = (l: Live) => l.cfg.kind !== "script" && workloads.some((w) => w.kind === "fio" && runsOn(l.cfg, w.id));
         for (const l of L) {
-          const direct = l.cfg.kind === "raw" ? l.dir : l.cfg.kind === "passthrough" ? join(tmpfsDir, `src-${l.cfg.id}`) : null;
-          if (direct) {
-            rmSync(direct, { recursive: true, force: true });
-            mkdirSync(direct, { recursive: true });
+          if (l.cfg.kind === "raw" || l.cfg.kind === "passthrough" || l.cfg.kind === "libfuse") {
+            rmSync(srcOf(l), { recursive: true, force: true });
+            mkdirSync(srcOf(l), { recursive: true });
           }
         }
-        // raw and passthrough sources: write the data files straight into tmpfs
-        await Promise.all(L.filter((l) => l.cfg.kind !== "memfs").map((l) =>
-          prepareData(l.cfg.kind === "raw" ? l.dir : join(tmpfsDir, `src-${l.cfg.id}`), o.params, `${l.cfg.label}, round ${round}`)));
+        // raw and passthrough sources (ours and libfuse's): write the data files straight into tmpfs
+        await Promise.all(L.filter((l) => l.cfg.kind !== "memfs" && l.cfg.kind !== "script" && needsData(l)).map((l) =>
+          prepareData(srcOf(l), o.params, `${l.cfg.label}, round ${round}`)));
         // mount every FUSE configuration of the round
         for (const l of L) {
           if (l.cfg.kind === "raw") continue;
@@ -464,13 +618,15 @@ async function main(): Promise<number> {
         }
         await Promise.all(L.filter((l) => l.daemon).map(async (l) => {
           await l.daemon!.waitReady(30_000);
-          await smoke(l.dir, `${l.cfg.label}, round ${round}`);
-          if (l.cfg.kind === "memfs") await prepareData(l.dir, o.params, `${l.cfg.label}, round ${round}`);
+          if (l.cfg.kind === "script") await readCheck(l.dir, `${l.cfg.label}, round ${round}`);
+          else await smoke(l.dir, `${l.cfg.label}, round ${round}`);
+          if (l.cfg.kind === "memfs" && needsData(l)) await prepareData(l.dir, o.params, `${l.cfg.label}, round ${round}`);
           l.daemon!.check("after preparing the data files");
+          if (l.daemon!.isLibfuse) checkLibfuseTransport(l.cfg, l.daemon!, `round ${round}`);
         }));
-        // baseline counters, and the transport as the daemon itself reports it
+        // baseline counters, and the transport as the daemon itself reports it (libfuse: no stats)
         const tb = Date.now();
-        await Promise.all(L.filter((l) => l.daemon).map(async (l) => {
+        await Promise.all(L.filter((l) => l.daemon && !l.daemon.isLibfuse).map(async (l) => {
           l.snap = await l.daemon!.freshStats(tb);
           if (l.snap.transport !== l.cfg.transport) {
             throw new BenchError(`${l.cfg.label}: configured --transport ${l.cfg.transport} but the stats file reports transport=${l.snap.transport}`);
@@ -482,6 +638,7 @@ async function main(): Promise<number> {
           const w = workloads[wi]!;
           for (let ci = 0; ci < L.length; ci++) {
             const l = L[ci]!;
+            if (!runsOn(l.cfg, w.id)) continue;
             const d = l.daemon;
             step++;
             progress(`[bench] round ${round}/${o.reps} │ ${l.cfg.id} │ ${w.id} │ step ${step}/${totalSteps} │ elapsed ${fmtDuration((Date.now() - t0) / 1000)} │ ETA ${fmtDuration(eta(round, wi, ci))}`);
@@ -489,7 +646,7 @@ async function main(): Promise<number> {
             sampleNeighbours();
             if (d) {
               d.check(`before ${w.id}`);
-              if (l.pending) {
+              if (l.pending && !d.isLibfuse) {
                 const s = await d.freshStats(l.lastActivityEnd);
                 l.pending.stats = delta(l.snap!, s);
                 l.snap = s;
@@ -501,13 +658,13 @@ async function main(): Promise<number> {
             const cpu1 = d?.cpuSeconds() ?? null;
             d?.check(`during ${w.id}`);
             const sample: Sample = {
-              round, config: l.cfg.id, workload: w.id, values: res.values, seconds: res.seconds,
+              round, config: l.cfg.id, workload: w.id, values: res.values, seconds: res.seconds, ops: res.ops,
               daemonCpuS: cpu0 !== null && cpu1 !== null ? cpu1 - cpu0 : null, stats: null, detail: res.detail,
             };
             if (sample.daemonCpuS !== null) l.workloadCpuS += sample.daemonCpuS;
             results.samples.push(sample);
             measured.set(`${l.cfg.id}|${w.id}`, res.seconds);
-            if (d) {
+            if (d && !d.isLibfuse) {
               l.pending = sample;
               l.lastActivityEnd = Date.now();
             }
@@ -531,7 +688,8 @@ async function main(): Promise<number> {
             pinnedBytes: Number(st.finalStats?.pinnedBytes ?? l.snap?.pinnedBytes ?? 0), finalStats: st.finalStats, exitCode: st.exitCode, forcedStop: st.forced,
           };
           results.resources.push(rr);
-          validateRound(l, st.finalStats, st, round, results);
+          if (d.isLibfuse) validateLibfuseRound(l, st, round, results);
+          else validateRound(l, st.finalStats, st, round, results);
         }));
       } finally {
         await Promise.allSettled(L.filter((l) => l.daemon).map((l) => stopDaemon(l.daemon!)));
@@ -555,6 +713,7 @@ async function main(): Promise<number> {
 
   // ---- output --------------------------------------------------------------------------------
   if (progressShown) process.stderr.write("\r\x1b[K");
+  results.summary = summarize(results);
   const md = markdown(results);
   mkdirSync(outDir, { recursive: true });
   writeFileSync(join(outDir, "results.json"), JSON.stringify(results, null, 2) + "\n");
@@ -578,7 +737,7 @@ async function main(): Promise<number> {
  */
 async function snapshotCode(dir: string): Promise<{ dir: string; hash: string }> {
   mkdirSync(dir, { recursive: true });
-  for (const p of ["bin", "lib", "zig-out/lib", "prebuilt", "package.json", "tsconfig.json", "bunfig.toml"]) {
+  for (const p of ["bin", "lib", "zig-out/lib", "prebuilt", "bench/fs", "package.json", "tsconfig.json", "bunfig.toml"]) {
     const from = join(REPO, p);
     if (existsSync(from)) cpSync(from, join(dir, p), { recursive: true });
   }
@@ -586,11 +745,17 @@ async function snapshotCode(dir: string): Promise<{ dir: string; hash: string }>
   const h = new Bun.CryptoHasher("sha256");
   const walk = (d: string): string[] =>
     readdirSync(d, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? walk(join(d, e.name)) : e.isFile() ? [join(d, e.name)] : []));
-  for (const f of ["bin", "lib", "zig-out/lib"].flatMap((p) => (existsSync(join(dir, p)) ? walk(join(dir, p)) : [])).sort()) {
+  for (const f of ["bin", "lib", "zig-out/lib", "bench/fs"].flatMap((p) => (existsSync(join(dir, p)) ? walk(join(dir, p)) : [])).sort()) {
     h.update(f.slice(dir.length));
     h.update(readFileSync(f));
   }
   return { dir, hash: h.digest("hex").slice(0, 16) };
+}
+
+function sha256File(path: string): string {
+  const h = new Bun.CryptoHasher("sha256");
+  h.update(readFileSync(path));
+  return h.digest("hex");
 }
 
 /** Final counters of one configuration's round must match what was configured. */
@@ -598,9 +763,15 @@ function validateRound(l: Live, s: DaemonStats | null, st: { exitCode: number | 
   const c = l.cfg;
   if (!s) throw new BenchError(`${c.label}, round ${round}: no stats file at exit`);
   if (s.transport !== c.transport) throw new BenchError(`${c.label}, round ${round}: configured --transport ${c.transport} but the stats report transport=${s.transport}`);
-  const reqs = s.ringRequests + s.devRequests;
-  if (c.transport === "uring" && s.ringRequests < 0.9 * reqs) {
-    throw new BenchError(`${c.label}, round ${round}: uring configured but only ${s.ringRequests} of ${reqs} requests came through the ring`);
+  // FORGET, BATCH_FORGET and INTERRUPT always come through /dev/fuse (the kernel does not put
+  // them on the ring), as do INIT and anything before the ring is registered
+  const ops = (s.ops ?? {}) as Record<string, number>;
+  const devOnly = (ops.FORGET ?? 0) + (ops.BATCH_FORGET ?? 0) + (ops.INTERRUPT ?? 0);
+  // requests the shim answered natively (engines with a data plane) came over the configured transport
+  const native = typeof s.nativeRequests === "number" ? s.nativeRequests : 0;
+  const reqs = s.ringRequests + native + Math.max(0, s.devRequests - devOnly);
+  if (c.transport === "uring" && s.ringRequests + native < 0.9 * reqs) {
+    throw new BenchError(`${c.label}, round ${round}: uring configured but only ${s.ringRequests + native} of ${reqs} requests (FORGET/INTERRUPT not counted) came through the ring`);
   }
   if (c.transport === "classic" && s.ringRequests !== 0) throw new BenchError(`${c.label}, round ${round}: classic configured but ${s.ringRequests} requests came through a ring`);
   if (st.forced) results.warnings.push(`${c.label}, round ${round}: the daemon did not exit within 10 s of SIGTERM and was killed`);
@@ -613,6 +784,20 @@ function validateRound(l: Live, s: DaemonStats | null, st: { exitCode: number | 
     const bytes = Number(seq?.detail.readBytes ?? 0);
     if (seq?.stats && bytes > 0 && seq.stats.requests > bytes / (1 << 20) / 4) {
       results.warnings.push(`${c.label}, round ${round}: ${seq.stats.requests} requests for ${Math.round(bytes / 2 ** 20)} MiB of O_DIRECT reads — data does not seem to bypass the daemon`);
+    }
+  }
+}
+
+/** libfuse has no counters: check how it stopped and that kernel passthrough kept data away from it. */
+function validateLibfuseRound(l: Live, st: { exitCode: number | null; forced: boolean; leftoverUnmounted: boolean }, round: number, results: Results): void {
+  const c = l.cfg;
+  if (st.forced) results.warnings.push(`${c.label}, round ${round}: passthrough_hp did not exit within 10 s of SIGTERM and was killed`);
+  else if (st.exitCode !== 0 && st.exitCode !== 1) results.warnings.push(`${c.label}, round ${round}: passthrough_hp exited with code ${st.exitCode} after SIGTERM`);
+  if (st.leftoverUnmounted) results.warnings.push(`${c.label}, round ${round}: the mount was still there after passthrough_hp exited (umount -l)`);
+  if (c.id === "lf-kpt") {
+    const seq = results.samples.find((x) => x.round === round && x.config === c.id && x.workload === "seqread-1m");
+    if (seq && seq.daemonCpuS !== null && seq.daemonCpuS > 0.1 * seq.seconds) {
+      results.warnings.push(`${c.label}, round ${round}: passthrough_hp used ${Math.round((100 * seq.daemonCpuS) / seq.seconds)} % CPU during seqread-1m — data does not seem to bypass it`);
     }
   }
 }

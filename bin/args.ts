@@ -1,5 +1,9 @@
 // Command-line parsing. Every mistake raises UsageError (printed with the usage, exit 2).
 
+import type { VfsOptions } from "../lib/mountpoint.ts";
+import { applyMountOptions } from "./mount-options.ts";
+import type { StatsCommand } from "./commands/stats.ts";
+
 export const USAGE = `Usage:
   fuse-uring mount --memfs MOUNTPOINT [options]           in-memory filesystem
   fuse-uring mount --passthrough SRC MOUNTPOINT [options] mirror directory SRC
@@ -9,18 +13,36 @@ export const USAGE = `Usage:
   fuse-uring doctor [--json]                              check /dev/fuse, fusermount3, io_uring,
                                                           the kernel's FUSE features; exit 0 when
                                                           a mount would work
-  fuse-uring --help
+  fuse-uring stats MOUNTPOINT [--once] [--json]           live counters of the daemon serving
+                                                          MOUNTPOINT, refreshed every second:
+                                                          requests/s and latency per opcode,
+                                                          transport, in flight, pinned memory
+  fuse-uring --help | --version
 
-The mount runs in the foreground until unmounted; SIGINT/SIGTERM unmount and exit 0.
+The mount runs in the foreground until unmounted; SIGINT/SIGTERM unmount. When it stops it
+prints one line, "fuse-uring: unmounted MOUNTPOINT (REASON)", and exits with:
+  0  unmount (umount, fuse-uring unmount) or signal SIGTERM/SIGINT
+  1  error (the mount failed, or the connection ended for another reason)
+  2  bad command line (usage)
+  3  connection aborted (echo 1 > /sys/fs/fuse/connections/N/abort)
 
 Options:
   --transport auto|uring|classic  wire transport (default auto: io_uring when the kernel
                                   offers it and the ring can be set up, else classic,
                                   with the reason printed)
-  --queue-depth N                 io_uring entries per queue (default 8; queues = CPUs)
-  --max-write BYTES               largest READ/WRITE request, 4096..1048576 (default 1048576)
+  --queue-depth N                 io_uring entries per queue (queues = possible CPUs;
+                                  default 8, fewer on hosts where queues × 8 × 1 MiB would
+                                  pin more than 64 MiB)
+  --max-write BYTES               largest READ/WRITE request, 4096..1048576 (default 1 MiB,
+                                  less on hosts with very many CPUs: pinned memory ≤ 64 MiB)
+  --workers N                     serve the io_uring queues from N threads, each running its
+                                  own copy of the script (it must declare replicable: true)
+  --data-plane native|js          native (default): READ/WRITE/FSYNC of handles opened with a
+                                  backing fd (the passthrough's) are served by the shim, no
+                                  JavaScript per request; js: every request goes to handlers
   --stats-file PATH               write counters as JSON every second and at exit
-  --debug                         log INIT negotiation and one line per request
+  --debug                         log INIT negotiation and trace requests (rx/tx lines:
+                                  names, offsets, sizes, flags, result, latency)
   --allow-other                   let other users access the mount
   --no-default-permissions        do not let the kernel check mode bits
   --ro                            mount read-only
@@ -33,6 +55,14 @@ Options:
   --negative-ttl S                cache "no such file" answers for S seconds (default 0)
   --request-timeout S             answer a request whose handler has not answered after S
                                   seconds with ETIMEDOUT (default: wait, like the kernel)
+  -o OPT[,OPT…]                   mount options as in mount(8)/fstab/libfuse (repeatable):
+      ro, rw, allow_other, default_permissions, no_default_permissions, fsname=NAME,
+      subtype=NAME, max_read=N, max_write=N, entry_timeout=S, attr_timeout=S,
+      negative_timeout=S, writeback_cache, debug, nosuid, suid, nodev, dev, noexec, exec,
+      noatime, atime, relatime, nodiratime, diratime, sync, async, dirsync,
+      transport=auto|uring|classic, queue_depth=N, stats_file=PATH, kernel_passthrough,
+      no_fixed_buffers, request_timeout=S; ignored: defaults, auto, noauto, user, users,
+      nouser, _netdev, nofail, x-*, comment=…; anything else is an error
 `;
 
 export class UsageError extends Error {}
@@ -42,8 +72,13 @@ export interface MountCommand {
   fs: { type: "memfs" } | { type: "passthrough"; source: string } | { type: "script"; path: string; args: string[] };
   mountpoint: string;
   transport: "auto" | "uring" | "classic";
+  /** 0 = sized to the pinned-memory budget */
   queueDepth: number;
+  /** 0 = sized to the pinned-memory budget */
   maxWrite: number;
+  dataPlane: "native" | "js";
+  /** Threads serving the ring queues (each with its own copy of a replicable script). */
+  workers: number;
   statsFile?: string;
   debug: boolean;
   allowOther: boolean;
@@ -59,6 +94,8 @@ export interface MountCommand {
   negativeTtl: number;
   /** Seconds; 0 = no timeout. */
   requestTimeout: number;
+  /** VFS flags and kernel options from -o (noexec, noatime, max_read=, …). */
+  vfs?: VfsOptions;
 }
 
 export interface DoctorCommand {
@@ -66,7 +103,7 @@ export interface DoctorCommand {
   json: boolean;
 }
 
-export type Command = { kind: "help" } | { kind: "unmount"; mountpoint: string } | DoctorCommand | MountCommand;
+export type Command = { kind: "help" } | { kind: "version" } | StatsCommand | { kind: "unmount"; mountpoint: string } | DoctorCommand | MountCommand;
 
 function intArg(name: string, v: string | undefined, min: number, max: number): number {
   if (v === undefined) throw new UsageError(`${name} needs a value`);
@@ -91,9 +128,23 @@ export function parseArgs(argv: string[]): Command {
   if (argv.length === 0) throw new UsageError("missing command");
   const [sub, ...rest] = argv;
   if (sub === "--help" || sub === "-h" || sub === "help") return { kind: "help" };
+  if (sub === "--version" || sub === "-V" || sub === "version") return { kind: "version" };
   if (sub === "unmount" || sub === "umount") {
     if (rest.length !== 1 || rest[0]!.startsWith("-")) throw new UsageError("unmount takes exactly one MOUNTPOINT");
     return { kind: "unmount", mountpoint: rest[0]! };
+  }
+  if (sub === "stats") {
+    const cmd: StatsCommand = { kind: "stats", mountpoint: "", once: false, json: false };
+    for (const a of rest) {
+      if (a === "--once") cmd.once = true;
+      else if (a === "--json") cmd.json = true;
+      else if (a === "--help" || a === "-h") return { kind: "help" };
+      else if (a.startsWith("-")) throw new UsageError(`stats: unknown option ${a} (--once, --json)`);
+      else if (cmd.mountpoint) throw new UsageError("stats takes exactly one MOUNTPOINT");
+      else cmd.mountpoint = a;
+    }
+    if (!cmd.mountpoint) throw new UsageError("stats needs a MOUNTPOINT");
+    return cmd;
   }
   if (sub === "doctor") {
     const cmd: DoctorCommand = { kind: "doctor", json: false };
@@ -108,7 +159,7 @@ export function parseArgs(argv: string[]): Command {
 
   const positional: string[] = [];
   const cmd: Omit<MountCommand, "fs" | "mountpoint"> & { fs?: MountCommand["fs"] } = {
-    kind: "mount", transport: "auto", queueDepth: 8, maxWrite: 1 << 20, debug: false, allowOther: false,
+    kind: "mount", transport: "auto", queueDepth: 0, maxWrite: 0, dataPlane: "native", workers: 1, debug: false, allowOther: false,
     defaultPermissions: true, readOnly: false, writebackCache: false, kernelPassthrough: false, fixedBuffers: true,
     entryTtl: 1, attrTtl: 1, negativeTtl: 0, requestTimeout: 0,
   };
@@ -120,6 +171,12 @@ export function parseArgs(argv: string[]): Command {
     const value = () => (inline !== undefined ? inline : rest[++i]);
     switch (flag) {
       case "--help": case "-h": return { kind: "help" };
+      case "-o": {
+        const list = rest[++i];
+        if (list === undefined) throw new UsageError("-o needs a comma-separated list of mount options");
+        applyMountOptions(cmd, list);
+        break;
+      }
       case "--memfs":
         if (cmd.fs && cmd.fs.type !== "memfs") throw new UsageError("--memfs and --passthrough exclude each other: choose one filesystem");
         cmd.fs = { type: "memfs" };
@@ -147,6 +204,13 @@ export function parseArgs(argv: string[]): Command {
       case "--writeback-cache": cmd.writebackCache = true; break;
       case "--kernel-passthrough": cmd.kernelPassthrough = true; break;
       case "--no-fixed-buffers": cmd.fixedBuffers = false; break;
+      case "--workers": cmd.workers = intArg(flag, value(), 1, 64); break;
+      case "--data-plane": {
+        const d = value();
+        if (d !== "native" && d !== "js") throw new UsageError(`--data-plane must be native or js, got ${JSON.stringify(d)}`);
+        cmd.dataPlane = d;
+        break;
+      }
       case "--entry-ttl": cmd.entryTtl = numArg(flag, value()); break;
       case "--attr-ttl": cmd.attrTtl = numArg(flag, value()); break;
       case "--negative-ttl": cmd.negativeTtl = numArg(flag, value()); break;
@@ -156,6 +220,10 @@ export function parseArgs(argv: string[]): Command {
         break;
       }
       default:
+        if (a.startsWith("-o") && a.length > 2) {
+          applyMountOptions(cmd, a.slice(2)); // -oro,fsname=x
+          break;
+        }
         if (a.startsWith("-")) throw new UsageError(`unknown option ${a}`);
         positional.push(a);
     }
@@ -166,5 +234,8 @@ export function parseArgs(argv: string[]): Command {
   } else if (scriptArgs.length) throw new UsageError("arguments after -- are for a script filesystem");
   if (positional.length !== 1) throw new UsageError(positional.length === 0 ? "missing MOUNTPOINT" : `unexpected arguments: ${positional.slice(1).join(" ")}`);
   if (cmd.kernelPassthrough && cmd.fs.type !== "passthrough") throw new UsageError("--kernel-passthrough needs --passthrough SRC");
+  if (cmd.workers > 1 && cmd.fs.type !== "script") {
+    throw new UsageError(`--workers needs a filesystem script that declares replicable: true (${cmd.fs.type} keeps its state in one thread)`);
+  }
   return { ...cmd, fs: cmd.fs, mountpoint: positional[0]! } as MountCommand;
 }

@@ -20,9 +20,18 @@ async function main(argv: string[]): Promise<number> {
     case "help":
       process.stdout.write(USAGE);
       return 0;
+    case "version": {
+      const { versionLine } = await import("./version.ts");
+      process.stdout.write(versionLine() + "\n");
+      return 0;
+    }
     case "unmount": {
       const { unmount } = await import("./commands/unmount.ts");
       return unmount(cmd.mountpoint);
+    }
+    case "stats": {
+      const { stats } = await import("./commands/stats.ts");
+      return stats(cmd);
     }
     case "doctor": {
       const { doctor } = await import("./commands/doctor.ts");

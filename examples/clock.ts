@@ -1,5 +1,6 @@
-// Computed content: every open of a file evaluates its function, and `cat` sees all bytes of
-// that evaluation (the size is reported correctly, the data is served with direct I/O).
+// Computed content: every open of a file evaluates its function (never ls or stat), and `cat`
+// sees all bytes of that evaluation (served with direct I/O; stat reports the size of the last
+// open's content).
 //
 //   fuse-uring mount examples/clock.ts /mnt/clock
 //   cat /mnt/clock/now.txt; ls /mnt/clock/ticks

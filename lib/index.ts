@@ -7,7 +7,7 @@ export type * from "./fs/types.ts";
 export { S_IFMT, S_IFDIR, S_IFREG, S_IFLNK, S_IFCHR, S_IFBLK, S_IFIFO, S_IFSOCK } from "./fs/types.ts";
 export { MemFS, memfs } from "./fs/memfs.ts";
 export { Session, type SessionOptions, type SessionStats, type TransportChoice } from "./session/session.ts";
-export { detach as unmountPath, isMounted } from "./mountpoint.ts";
+export { detach as unmountPath, isMounted, type VfsOptions } from "./mountpoint.ts";
 export { tree, file, dir, symlink, type TreeValue, type TreeOptions, type FileSpec, type FileOptions, type FileSource, type DirSpec, type DirEntries, type LinkSpec } from "./tree.ts";
 export { paths, PathFS, opened, toInodeFS, attachMount, invalidatePath, invalidateEntryPath, type PathHandlers, type PathFSOptions, type StatLike, type DirEntryLike, type Content, type TimeLike, type FileType, type OpenOptions, type Opened, type StatfsLike, type Filesystem } from "./path/index.ts";
 export { loadScript, serve, ScriptError, type ScriptContext } from "./script.ts";

@@ -5,7 +5,7 @@ import { renameSync, writeFileSync } from "node:fs";
 import { attachMount, invalidateEntryPath, invalidatePath, toInodeFS, type Filesystem } from "./path/convert.ts";
 import { existsSync, statSync } from "node:fs";
 import { dirname } from "node:path";
-import { attach, detach, isMounted, mountDevice, MountError, type MountFlags } from "./mountpoint.ts";
+import { attach, detach, fuseDeviceAt, isMounted, MountError, type MountFlags, type VfsOptions } from "./mountpoint.ts";
 import { Notify } from "./protocol/constants.ts";
 import { defaultSessionOptions, Session, type SessionOptions, type SessionStats } from "./session/session.ts";
 
@@ -16,6 +16,8 @@ export interface MountOptions extends Partial<SessionOptions> {
   /** Let the kernel check permissions from mode/uid/gid (default true). */
   defaultPermissions?: boolean;
   readOnly?: boolean;
+  /** VFS flags and kernel options: noexec, noatime, suid/dev (root), maxRead, … */
+  vfs?: VfsOptions;
   /** Write stats JSON here at least once a second and at exit. */
   statsFile?: string;
   /** Give up if the kernel does not complete INIT within this time (ms). */
@@ -42,7 +44,7 @@ export class Mount implements AsyncDisposable {
 
   constructor(readonly mountpoint: string, readonly session: Session, private readonly statsFile?: string) {
     this.timer = setInterval(() => this.writeStats(), 1000);
-    this.device = mountDevice(mountpoint);
+    this.device = fuseDeviceAt(mountpoint);
     this.closed = session.ended.then(async (reason) => {
       await session.close();
       clearInterval(this.timer);
@@ -59,10 +61,12 @@ export class Mount implements AsyncDisposable {
    */
   private detachDead(reason: string): string {
     const vague = reason === "unmounted" || reason === "closed" || reason.startsWith("connection ended");
-    const ours = this.device !== null && mountDevice(this.mountpoint) === this.device;
+    const ours = this.device !== null && fuseDeviceAt(this.mountpoint) === this.device;
     if (!ours) return vague ? "unmounted" : reason;
     if (this.unmounting) return reason;
-    const why = vague ? "connection aborted" : reason;
+    // Ended by the kernel side (abort: ECONNABORTED, or only ENOTCONN/ENODEV seen) with the
+    // mount left in place: that is an abort, whatever the transports managed to say.
+    const why = vague || /\b(ENOTCONN|ENODEV|ECONNABORTED)\b/.test(reason) ? "connection aborted" : reason;
     const err = detach(this.mountpoint, true);
     return err ? `${why}; detaching the dead mount failed: ${err}` : why;
   }
@@ -162,14 +166,22 @@ export async function mount(mountpoint: string, filesystem: Filesystem, options:
     allowOther: options.allowOther ?? false,
     defaultPermissions: options.defaultPermissions ?? true,
     readOnly: options.readOnly ?? false,
+    vfs: options.vfs,
   };
   const { fd } = attach(mountpoint, flags);
   let session: Session;
   try {
     session = new Session(fd, fs, { ...defaultSessionOptions, ...options });
+  } catch (e) {
+    detach(mountpoint, true);
+    throw e;
+  }
+  try {
+    await session.prepareWorkers();
     session.start();
   } catch (e) {
     detach(mountpoint, true);
+    await session.close(200);
     throw e;
   }
   const timeoutMs = options.initTimeoutMs ?? 10000;

@@ -16,11 +16,32 @@ export interface MountFlags {
   readOnly: boolean;
   /** extra comma-separated kernel options, e.g. "max_read=131072" */
   extra?: string;
+  vfs?: VfsOptions;
+}
+
+/** VFS mount flags and FUSE kernel options beyond the basics (mount -o noexec,noatime,…). */
+export interface VfsOptions {
+  /** Honour set-user-ID bits (root only; FUSE mounts are nosuid by default). */
+  suid?: boolean;
+  /** Honour device files (root only; FUSE mounts are nodev by default). */
+  dev?: boolean;
+  noexec?: boolean;
+  noatime?: boolean;
+  nodiratime?: boolean;
+  sync?: boolean;
+  dirsync?: boolean;
+  /** Largest READ the kernel sends (the FUSE max_read= option). */
+  maxRead?: number;
 }
 
 const MS_RDONLY = 1;
 const MS_NOSUID = 2;
 const MS_NODEV = 4;
+const MS_NOEXEC = 8;
+const MS_SYNCHRONOUS = 16;
+const MS_DIRSYNC = 128;
+const MS_NOATIME = 1024;
+const MS_NODIRATIME = 2048;
 export const MNT_FORCE = 1;
 export const MNT_DETACH = 2;
 
@@ -66,31 +87,23 @@ export function isMounted(mountpoint: string): boolean {
 }
 
 /**
- * "major:minor" of the topmost mount at `mountpoint` (from /proc/self/mountinfo, never by
- * touching the mount itself), or null if nothing is mounted there.
+ * The device ("major:minor", as in mountinfo and st_dev) of the topmost FUSE mount at
+ * `mountpoint`, read from /proc/self/mountinfo (never touches the mount itself), or null.
  */
-export function mountDevice(mountpoint: string): string | null {
+export function fuseDeviceAt(mountpoint: string): string | null {
   const abs = resolve(mountpoint);
   let dev: string | null = null;
   for (const line of readFileSync("/proc/self/mountinfo", "utf8").split("\n")) {
     const f = line.split(" ");
-    if (f[4] && unescapeMountinfo(f[4]) === abs) dev = f[2]!;
+    const type = f[f.indexOf("-", 6) + 1] ?? "";
+    if (f[4] && unescapeMountinfo(f[4]) === abs && (type === "fuse" || type.startsWith("fuse."))) dev = f[2]!;
   }
   return dev;
 }
 
-/** The topmost mount at `mountpoint` is a FUSE mount (its filesystem type). */
-export function isFuseMount(mountpoint: string): boolean {
-  const abs = resolve(mountpoint);
-  let fuse = false;
-  for (const line of readFileSync("/proc/self/mountinfo", "utf8").split("\n")) {
-    const f = line.split(" ");
-    if (!f[4] || unescapeMountinfo(f[4]) !== abs) continue;
-    const sep = f.indexOf("-", 6);
-    const type = f[sep + 1] ?? "";
-    fuse = type === "fuse" || type === "fuseblk" || type.startsWith("fuse.");
-  }
-  return fuse;
+/** Whether a mount of device `dev` ("major:minor") is still in this mount namespace. */
+export function isDeviceMounted(dev: string): boolean {
+  return readFileSync("/proc/self/mountinfo", "utf8").split("\n").some((line) => line.split(" ")[2] === dev);
 }
 
 function unescapeMountinfo(s: string): string {
@@ -124,8 +137,15 @@ function attachRoot(target: string, flags: MountFlags): { fd: number; via: "moun
   if (flags.defaultPermissions) opts.push("default_permissions");
   if (flags.allowOther) opts.push("allow_other");
   if (flags.extra) opts.push(flags.extra);
-  let mflags = MS_NOSUID | MS_NODEV;
+  const v = flags.vfs ?? {};
+  if (v.maxRead) opts.push(`max_read=${v.maxRead}`);
+  let mflags = (v.suid ? 0 : MS_NOSUID) | (v.dev ? 0 : MS_NODEV);
   if (flags.readOnly) mflags |= MS_RDONLY;
+  if (v.noexec) mflags |= MS_NOEXEC;
+  if (v.noatime) mflags |= MS_NOATIME;
+  if (v.nodiratime) mflags |= MS_NODIRATIME;
+  if (v.sync) mflags |= MS_SYNCHRONOUS;
+  if (v.dirsync) mflags |= MS_DIRSYNC;
   const rc = n.fu_mount(cstr(flags.fsname), cstr(target), cstr(`fuse.${flags.subtype}`), mflags, cstr(opts.join(",")));
   if (rc < 0) {
     n.fu_close(fd);
@@ -151,6 +171,10 @@ function attachFusermount(target: string, flags: MountFlags): { fd: number; via:
   if (flags.allowOther) opts.push("allow_other");
   if (flags.readOnly) opts.push("ro");
   if (flags.extra) opts.push(flags.extra);
+  const v = flags.vfs ?? {};
+  if (v.maxRead) opts.push(`max_read=${v.maxRead}`);
+  for (const [k, on] of [["noexec", v.noexec], ["noatime", v.noatime], ["nodiratime", v.nodiratime], ["sync", v.sync], ["dirsync", v.dirsync]] as const) if (on) opts.push(k);
+  if (v.suid || v.dev) throw new MountError("suid and dev need root (fusermount3 always mounts nosuid,nodev)");
   // fusermount3 receives our end of the socket as fd 3 and sends the /dev/fuse fd back on it.
   const child = spawnSync(fusermountPath(), ["-o", opts.join(","), "--", target], {
     stdio: ["ignore", "inherit", "pipe", pair[1]!],

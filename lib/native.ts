@@ -12,7 +12,6 @@ const i32 = "i32", u32 = "u32", u64 = "u64", ptr = "ptr", fn = "function", vd = 
 const i64_fast = FFIType.i64_fast; // not in the string map; an i64 that fits a number comes back as one
 
 export const symbols = {
-  fu_abi_version: { args: [], returns: u32 },
   fu_dev_open: { args: [], returns: i32 },
   fu_close: { args: [i32], returns: i32 },
   fu_mount: { args: [ptr, ptr, ptr, u32, ptr], returns: i32 },
@@ -36,18 +35,24 @@ export const symbols = {
   fu_classic_destroy: { args: [ptr], returns: vd },
   fu_classic_stats: { args: [ptr], returns: ptr },
 
-  fu_ring_create: { args: [i32, u32, u32, u32, u32, fn, ptr], returns: ptr },
+  fu_classic_set_dataplane: { args: [ptr, ptr], returns: i32 },
+
+  fu_ring_create: { args: [i32, ptr, u32, u32, u32, u32, u32, fn, ptr, ptr], returns: ptr },
   fu_ring_start: { args: [ptr], returns: i32 },
-  fu_ring_set_spin: { args: [ptr, u64], returns: vd },
+  fu_ring_enter: { args: [ptr, ptr, u32, u32], returns: u32 },
+  fu_ring_set_idle: { args: [ptr, u32], returns: i32 },
+  fu_ring_set_native_sync: { args: [ptr, u32], returns: vd },
   fu_ring_header: { args: [ptr, u32], returns: ptr },
   fu_ring_payload: { args: [ptr, u32], returns: ptr },
-  fu_ring_pop: { args: [ptr, ptr, u32], returns: u32 },
   fu_ring_commit: { args: [ptr, u32], returns: i32 },
   fu_ring_io: { args: [ptr, u32, u32, i32, u64, u32], returns: i32 },
-  fu_ring_kick: { args: [ptr], returns: vd },
-  fu_ring_stop: { args: [ptr], returns: vd },
   fu_ring_destroy: { args: [ptr], returns: vd },
   fu_ring_stats: { args: [ptr], returns: ptr },
+
+  fu_dataplane_create: { args: [u32, ptr], returns: ptr },
+  fu_dataplane_set: { args: [ptr, u32, i32], returns: i32 },
+  fu_dataplane_destroy: { args: [ptr], returns: vd },
+  fu_abi_version: { args: [], returns: u32 },
 } as const;
 
 
@@ -58,7 +63,7 @@ export const SHIM_NAME = "libfuse_uring_shim.so";
  * incompatible changes). A shim built from another checkout or an older prebuilt copy would
  * otherwise load and misbehave in ways that look like kernel bugs.
  */
-export const EXPECTED_SHIM_ABI = 1;
+export const EXPECTED_SHIM_ABI = 2;
 
 const REBUILD_HINT = "rebuild it from this checkout with `bash scripts/setup.sh` (or point FUSE_URING_SHIM at a matching build)";
 

@@ -13,9 +13,12 @@
 //   })
 //
 // The object is read live: mutate it (or the values behind its functions) and call
-// `m.invalidate(path)` to make the kernel drop what it cached. Computed files report the size of
-// a fresh evaluation in stat, and every open takes a snapshot that is served with direct I/O, so
-// `cat` always sees every byte of one consistent evaluation. null/undefined values are absent.
+// `m.invalidate(path)` to make the kernel drop what it cached. Content functions run only when a
+// file is opened, never for stat, ls or lookups (a slow or failing producer must not slow down or
+// hide the listing): every open takes a snapshot that is served with direct I/O, so `cat` always
+// sees every byte of one consistent evaluation, and stat reports the size of the last snapshot
+// (0 before the first open; give `size` in file() to report one up front). A producer that
+// throws fails the open with its errno (EIO for plain errors). null/undefined values are absent.
 //
 // A bare object given to mount()/toInodeFS() is a tree unless it has a `lookup` function
 // (an InodeFS) or a `getattr` function (path handlers); wrap it in tree() to be explicit.
@@ -33,7 +36,7 @@ const TREE: unique symbol = Symbol.for("fuse-uring.tree");
 export type FileSource = Content | Promise<Content> | ((ctx: RequestContext) => MaybePromise<Content>);
 
 export interface FileOptions {
-  /** Produces the content (at stat and at every open). */
+  /** Produces the content at every open (never at stat or in listings). */
   read?: (ctx: RequestContext) => MaybePromise<Content>;
   /**
    * Makes the file writable: called with the complete new content when a writer closes the file
@@ -42,7 +45,7 @@ export interface FileOptions {
   write?: (data: Buffer, ctx: RequestContext) => MaybePromise<void>;
   /** Permission bits (default 0o644 if writable, else 0o444). */
   mode?: number;
-  /** Size reported by stat when known in advance (skips evaluating `read` on stat). */
+  /** Size reported by stat when known in advance (else: the size of the last open's content). */
   size?: number;
   mtime?: TimeLike;
   /** Serve with direct I/O (default: true for computed content, false for static). */
@@ -245,9 +248,9 @@ class Tree {
       return { type: "file", mode, size: st.size, mtime: spec?.mtime ?? st.mtime };
     }
     if (isContent(src)) return { type: "file", mode, size: contentLength(src, path), mtime: spec?.mtime ?? this.created };
-    if (cheap) return { type: "file" }; // readdir: no evaluation; the kernel looks it up
-    const c = await this.content(v, ctx, path);
-    return { type: "file", mode, size: contentLength(c, path), mtime: spec?.mtime ?? (await this.mtimeOf(path, c)) };
+    if (cheap) return { type: "file" }; // readdir: the kernel looks it up
+    // Computed: never evaluated here; the size and mtime are those of the last open's content.
+    return { type: "file", mode, sizeAtOpen: true, mtime: spec?.mtime ?? this.seen.get(path)?.mtime ?? this.created };
   }
 
   fs(options: TreeOptions): PathFS {
@@ -298,7 +301,8 @@ class Tree {
         },
         async writeFile(path, data, ctx) {
           const k = await self.resolve(path, ctx);
-          if (!k) throw new FuseError("ENOENT");
+          // Also called to create a file (PathFS: no create handler): a tree has fixed names.
+          if (!k) throw new FuseError("EACCES", `tree: cannot create ${path} (names come from the tree object)`);
           if (k.t !== "file") throw new FuseError("EISDIR");
           const w = Tree.writer(k.v);
           if (!w) throw new FuseError("EACCES");

@@ -17,6 +17,7 @@ const sys = @import("sys.zig");
 const queue = @import("queue.zig");
 const bell_mod = @import("bell.zig");
 const layout = @import("layout.zig");
+const dataplane = @import("dataplane.zig");
 
 const Completion = queue.Completion;
 
@@ -25,6 +26,11 @@ pub const Stats = extern struct {
     wakeups: u64 = 0,
     replies: u64 = 0,
     errors: u64 = 0,
+    /// Requests answered by the native data plane on the reader thread (no JS).
+    native_requests: u64 = 0,
+    native_read_bytes: u64 = 0,
+    native_write_bytes: u64 = 0,
+    native_errors: u64 = 0,
 };
 
 /// Payload regions get this much slack beyond `payload_size`: normalization moves up to 40
@@ -60,6 +66,8 @@ pub const Classic = struct {
     /// Reader sets it before sleeping for a free slot; release wakes it only when set.
     reader_waiting: u32 = 0,
     thread: ?std.Thread = null,
+    /// Native data plane table (set once before start; read by the reader thread).
+    dp: ?*dataplane.DataPlane = null,
     stats: Stats = .{},
 
     pub fn create(fd: i32, nslots: u32, payload_size: u32, doorbell: bell_mod.Fn, err: *i32) ?*Classic {
@@ -157,6 +165,12 @@ pub const Classic = struct {
     pub fn setOpSizes(self: *Classic, table: *const [64]u8) i32 {
         for (table) |size| if (size > layout.op_in_size) return sys.neg(.INVAL);
         for (table, 0..) |size, i| @atomicStore(u8, &self.op_sizes[i], size, .monotonic);
+        return 0;
+    }
+
+    pub fn setDataPlane(self: *Classic, dp: ?*dataplane.DataPlane) i32 {
+        if (self.thread != null) return sys.neg(.BUSY);
+        self.dp = dp;
         return 0;
     }
 
@@ -311,6 +325,9 @@ pub const Classic = struct {
                 continue;
             }
             self.normalizeSlot(hdr, pay, @intCast(rc));
+            // The data plane answers I/O on backing-fd handles right here: the slot is ours
+            // again as soon as the reply is written, and JS is not woken.
+            if (self.serveNative(hdr, pay)) continue;
             slot = null;
             self.completions.push(.{ .kind = .request, .idx = s, .res = @intCast(rc) });
             // Cheap when JS has not popped yet (armed already set): one atomic, no call.
@@ -342,6 +359,63 @@ pub const Classic = struct {
         return 0;
     }
 
+    /// pread/pwrite/fsync between a native handle's backing fd and the slot, then one writev.
+    fn serveNative(self: *Classic, hdr: [*]u8, pay: [*]u8) bool {
+        const dp = self.dp orelse return false;
+        const opcode = std.mem.readInt(u32, hdr[4..8], .little);
+        if (!dataplane.servedOp(opcode)) return false;
+        const op_in = hdr + layout.op_in_offset;
+        const fd = dp.lookup(std.mem.readInt(u64, op_in[0..8], .little)) orelse return false;
+        const offset = std.mem.readInt(u64, op_in[8..16], .little);
+        const size = std.mem.readInt(u32, op_in[16..20], .little);
+        const payload_sz = std.mem.readInt(u32, hdr[layout.payload_sz_offset..][0..4], .little);
+        var res: i64 = undefined;
+        if (opcode == dataplane.op_fsync) {
+            const datasync = std.mem.readInt(u32, op_in[8..12], .little) & 1 != 0;
+            res = retryIntr(if (datasync) linux.fdatasync(fd) else linux.fsync(fd));
+        } else if (size > self.payload_size or (opcode == dataplane.op_write and size > payload_sz)) {
+            res = sys.neg(.IO); // the kernel never sends more than max_write
+        } else if (opcode == dataplane.op_read) {
+            res = while (true) {
+                const rc = linux.pread(fd, pay, size, @bitCast(offset));
+                if (sys.errnoOf(rc) != .INTR) break sys.result(rc);
+            };
+        } else {
+            res = while (true) {
+                const rc = linux.pwrite(fd, pay, size, @bitCast(offset));
+                if (sys.errnoOf(rc) != .INTR) break sys.result(rc);
+            };
+        }
+        var out_len: u32 = 0;
+        var err: i32 = 0;
+        if (res < 0) {
+            err = if (res > -512) @intCast(res) else sys.neg(.IO);
+            self.stats.native_errors += 1;
+        } else if (opcode == dataplane.op_read) {
+            out_len = @intCast(res);
+            self.stats.native_read_bytes += out_len;
+        } else if (opcode == dataplane.op_write) {
+            std.mem.writeInt(u32, pay[0..4], @intCast(res), .little);
+            std.mem.writeInt(u32, pay[4..8], 0, .little);
+            out_len = 8;
+            self.stats.native_write_bytes += @intCast(res);
+        }
+        std.mem.writeInt(u32, hdr[0..4], layout.out_header_size + out_len, .little);
+        std.mem.writeInt(i32, hdr[4..8], err, .little);
+        const iov = [2]std.posix.iovec_const{
+            .{ .base = hdr, .len = layout.out_header_size },
+            .{ .base = pay, .len = out_len },
+        };
+        const wrc = while (true) {
+            const rc = linux.writev(self.fd, &iov, if (out_len == 0) 1 else 2);
+            if (sys.errnoOf(rc) != .INTR) break rc;
+        };
+        // ENOENT: the request was interrupted/aborted meanwhile; nothing else to do.
+        if (sys.errnoOf(wrc) != .SUCCESS) _ = @atomicRmw(u64, &self.stats.errors, .Add, 1, .monotonic);
+        self.stats.native_requests += 1;
+        return true;
+    }
+
     fn normalizeSlot(self: *Classic, hdr: [*]u8, pay: [*]u8, len: u32) void {
         const opcode = std.mem.readInt(u32, hdr[4..8], .little);
         const unique = std.mem.readInt(u64, hdr[8..16], .little);
@@ -356,6 +430,11 @@ pub const Classic = struct {
 fn fail(err: *i32, e: sys.E) ?*Classic {
     err.* = sys.neg(e);
     return null;
+}
+
+fn retryIntr(rc0: usize) i64 {
+    // fsync is not restarted after a signal we block anyway; report what it said.
+    return sys.result(rc0);
 }
 
 fn setNonblock(fd: i32) i32 {

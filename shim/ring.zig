@@ -1,19 +1,30 @@
-//! FUSE-over-io_uring transport: one native thread owns one io_uring (SQE128) that carries every
-//! entry of every queue (docs/KERNEL.md §4: one ring may serve all qids).
+//! FUSE-over-io_uring engine, owned by one JS thread (docs/ARCHITECTURE.md).
 //!
-//! The ring is created *inside* the thread, so SINGLE_ISSUER/DEFER_TASKRUN hold (the creating
-//! task is the only submitter) and the kernel's task work that copies requests into our buffers
-//! runs on this thread while it waits with GETEVENTS.
+//! The thread that runs the filesystem's handlers also owns the io_uring: it creates it (so
+//! SINGLE_ISSUER/DEFER_TASKRUN name it as the submitter and the kernel's task work that copies
+//! requests into our buffers runs on it), and one `enter` call submits every queued
+//! COMMIT_AND_FETCH and backing I/O, runs that task work, and reaps the completions. Under load a
+//! request is reaped, handled and answered on this one thread, the way libfuse's ring threads
+//! work: no hand-off to another thread.
 //!
-//! Entry ownership: kernel (REGISTER/COMMIT in flight) → completion queue → JS (held, after pop)
-//! → command queue (commit) → kernel. I/O commands run only while JS holds the entry, one at a
-//! time. So at most n REQUEST + n IO_DONE + 1 STOPPED completions and n commits + n I/Os are
-//! queued at once: the queues are sized for that and never overflow.
+//! Only an idle owner needs waking from elsewhere: before it returns to its event loop it
+//! enables the ring's registered eventfd (`setIdle(true)`); the kernel signals it when a
+//! request or completion arrives; the watcher thread blocked on that eventfd rings the
+//! doorbell once. While the owner is busy the eventfd stays disabled and the watcher sleeps.
 //!
-//! Threads: JS owns pop/commit/io/kick and `js_*`; the ring thread owns the io_uring, `state`,
-//! `commit_ids` and every stats counter.
+//! Native data plane: a READ/WRITE/FSYNC on a handle registered in the DataPlane table is served
+//! here, inside `enter`, without surfacing to JS: READ_FIXED/WRITE_FIXED/FSYNC between the
+//! backing fd and the entry's registered payload, then COMMIT_AND_FETCH with the result.
+//!
+//! Entry states (owner thread only): registering/waiting (the kernel holds it, waiting for a
+//! request) → js (JS holds a request; at most one JS I/O on its payload) or native (a native
+//! I/O is in flight) → waiting (COMMIT_AND_FETCH queued) … → dead (connection gone). An entry
+//! whose command fails unexpectedly is registered again, so a queue never shrinks silently; a
+//! queue that loses every entry stops the engine with that error (the session then aborts the
+//! connection instead of letting that CPU's callers hang).
 
 const std = @import("std");
+const linux = std.os.linux;
 const assert = std.debug.assert;
 
 const sys = @import("sys.zig");
@@ -21,154 +32,156 @@ const queue = @import("queue.zig");
 const bell_mod = @import("bell.zig");
 const layout = @import("layout.zig");
 const uring = @import("uring.zig");
+const dataplane = @import("dataplane.zig");
 
 const Completion = queue.Completion;
-const Command = queue.Command;
+const DataPlane = dataplane.DataPlane;
 
+/// Read by JS as u64 words in this order (lib/transport/uring.ts).
 pub const Stats = extern struct {
-    /// io_uring_enter calls (submit+wait batches).
-    submits: u64 = 0,
+    /// io_uring_enter calls (each submits what is queued and reaps).
+    enters: u64 = 0,
     cqes: u64 = 0,
-    /// Doorbell calls.
+    /// Doorbells rung by the watcher thread: wake-ups of the owner from another thread.
     wakeups: u64 = 0,
-    /// REQUEST completions pushed (requests served over the ring).
+    /// Requests received on this engine's entries (JS and native).
     requests: u64 = 0,
     /// COMMIT_AND_FETCH SQEs prepared.
     commits: u64 = 0,
-    /// READ/WRITE(_FIXED) SQEs prepared.
+    /// READ/WRITE(_FIXED)/FSYNC SQEs prepared (JS backing I/O and native).
     io_ops: u64 = 0,
     /// Unexpected CQE results / failures (not counting the normal -ENOTCONN shutdown).
     errors: u64 = 0,
-    /// Entries that completed for good (shutdown or error).
+    /// Entries that completed for good.
     dead: u64 = 0,
-    /// 1 if the payloads are registered fixed buffers (READ_FIXED/WRITE_FIXED), else 0.
+    /// 1 if the payloads are registered fixed buffers.
     fixed_buffers: u64 = 0,
+    /// Requests answered by the native data plane (no JS).
+    native_requests: u64 = 0,
+    native_read_bytes: u64 = 0,
+    native_write_bytes: u64 = 0,
+    /// Native requests answered with an error from the backing fd.
+    native_errors: u64 = 0,
+    /// Entry commands retried or entries registered again after an unexpected error.
+    recovered: u64 = 0,
+    /// Most entries held at once (JS + native).
+    inflight_max: u64 = 0,
+    /// Times the owner went idle (armed the eventfd).
+    idles: u64 = 0,
+    /// Most native I/Os in flight at once.
+    native_inflight_max: u64 = 0,
+    /// Native reads/writes done synchronously on the owner thread (size <= native_sync_max).
+    native_sync: u64 = 0,
 };
 
-const EntryState = enum(u8) {
-    /// Not yet REGISTERed (before fu_ring_start).
-    idle,
-    /// REGISTER in flight.
-    registering,
-    /// COMMIT_AND_FETCH in flight.
-    committing,
-    /// Holds a request; belongs to JS until it commits.
-    held,
-    /// Completed with an error; never used again.
-    dead,
-};
+const EntryState = enum(u8) { idle, registering, waiting, js, native, dead };
 
-/// user_data: entry commands carry the entry index, I/O ops the index with this tag.
-const ud_io_tag: u64 = 1 << 32;
-const ud_wake: u64 = std.math.maxInt(u64);
+/// user_data: entry commands carry the entry index; I/O the index with a tag.
+const ud_js_io: u64 = 1 << 32;
+const ud_native: u64 = 2 << 32;
+const ud_tag_mask: u64 = 0xffff_ffff << 32;
 const ud_cancel: u64 = std.math.maxInt(u64) - 1;
 
-/// Not an io_uring flag: set in fu_ring_create's setup_flags to skip fixed-buffer registration
-/// (benchmarks compare fixed against plain READ/WRITE on the same memory).
+/// Not an io_uring flag: set in fu_ring_create's setup_flags to skip fixed-buffer registration.
 pub const no_fixed_buffers_flag: u32 = 1 << 31;
+/// Not an io_uring flag: fault injection for tests (FUSE_URING_FAULT=bad-commit): the first
+/// COMMIT of every entry carries a bad qid, fails with -EINVAL, and must be recovered.
+pub const fault_bad_commit_flag: u32 = 1 << 30;
+const shim_flags = no_fixed_buffers_flag | fault_bad_commit_flag;
 
-/// How long teardown waits for canceled READ/WRITEs before giving their memory up for lost.
 const io_drain_budget_ms: u32 = 1000;
-
-/// struct io_uring lives on the ring thread's stack in this reservation (checked at run time
-/// against sizeof(struct io_uring) from C).
-const ring_reservation = 512;
+/// Re-registrations of one entry in a row before it is given up.
+const max_reregister: u8 = 3;
 
 pub const Ring = struct {
     fd: i32,
-    wake_fd: i32,
+    event_fd: i32,
     nr_queues: u32,
     depth: u32,
     n: u32,
     payload_size: u32,
     setup_flags: u32,
+    ring: *uring.Ring,
+    ring_mem: []align(64) u8,
     headers: []align(std.heap.page_size_min) u8,
     payloads: []align(std.heap.page_size_min) u8,
-    /// REGISTER iovecs, one {header, payload} pair per entry (the kernel copies them at issue).
     reg_iovecs: []std.posix.iovec,
-    /// One iovec per payload for io_uring_register_buffers (buf_index = entry).
     buf_iovecs: []std.posix.iovec,
+    /// qids[q] = kernel queue id of this engine's q-th queue (entries q*depth ..).
+    qids: []u16,
+    dp: ?*DataPlane,
 
-    completions: queue.Spsc(Completion),
-    commands: queue.Spsc(Command),
-    completion_cells: []Completion,
-    command_cells: []Command,
-
-    // JS thread only.
-    js_held: []bool,
-    js_io_pending: []bool,
-
-    // Ring thread only.
+    // Owner thread only.
     state: []EntryState,
     commit_ids: []u64,
+    js_io: []bool,
+    native_op: []u8,
+    retries: []u8,
+    live: []u32,
+    bad_qid_pending: []bool,
     dead_count: u32 = 0,
     last_dead_res: i32 = 0,
-    wake_buf: u64 = 0,
-    /// The eventfd read could not be re-armed: JS could no longer wake the thread.
-    wake_broken: bool = false,
-    wake_res: i32 = 0,
-    /// READ/WRITE SQEs whose CQE has not arrived.
-    io_inflight: u32 = 0,
-    /// Set (before the thread exits) when teardown could not reap every READ/WRITE: destroy
-    /// then leaks the payload mapping instead of unmapping memory a worker may still write.
+    held: u32 = 0,
+    native_inflight: u32 = 0,
+    js_io_inflight: u32 = 0,
+    stopped: bool = false,
+    started: bool = false,
+    out: [*]Completion = undefined,
+    out_len: u32 = 0,
+    out_max: u32 = 0,
     payloads_unsafe: bool = false,
+    /// Native reads/writes up to this size are done with pread/pwrite on the owner thread;
+    /// larger ones with io_uring fixed-buffer I/O (several in flight). fu_ring_set_native_sync.
+    native_sync_max: u32 = 64 * 1024,
 
     // Cross-thread.
     bell: bell_mod.Bell,
-    start_requested: u32 = 0,
-    stop_requested: u32 = 0,
-    /// Ring thread sets it before blocking in io_uring_enter; kick writes the eventfd only then.
-    sleeping: u32 = 0,
-    /// After ringing the doorbell, wait this long for JS's replies in user space before
-    /// blocking (0 = never): a reply that arrives meanwhile needs no eventfd write and no
-    /// wake-up of this thread. Set by fu_ring_set_spin.
-    spin_ns: u64 = 0,
-    init_done: std.Thread.ResetEvent = .{},
-    init_result: i32 = 0,
-    thread: ?std.Thread = null,
+    watcher_stop: u32 = 0,
+    watcher: ?std.Thread = null,
     stats: Stats = .{},
 
-    pub fn create(fd: i32, nr_queues: u32, depth: u32, payload_size: u32, setup_flags: u32, doorbell: bell_mod.Fn, err: *i32) ?*Ring {
+    /// Runs on the owner thread: the ring's submitter is the thread that creates it.
+    pub fn create(fd: i32, qids: []const u16, nr_queues_total: u32, depth: u32, payload_size: u32, setup_flags: u32, doorbell: bell_mod.Fn, dp: ?*DataPlane, err: *i32) ?*Ring {
         if (fd < 0) return fail(err, .BADF);
-        if (nr_queues == 0 or depth == 0 or nr_queues > 4096 or depth > 4096) return fail(err, .INVAL);
-        const n64 = @as(u64, nr_queues) * depth;
-        // SQ must hold every REGISTER plus the wake-up read in one go.
-        if (n64 + 8 > uring.max_sq_entries) return fail(err, .INVAL);
+        const nq: u32 = @intCast(qids.len);
+        if (nq == 0 or depth == 0 or nq > 4096 or depth > 4096) return fail(err, .INVAL);
+        for (qids) |q| if (q >= nr_queues_total) return fail(err, .INVAL);
+        const n64 = @as(u64, nq) * depth;
+        if (2 * n64 + 8 > uring.max_sq_entries) return fail(err, .INVAL);
         const n: u32 = @intCast(n64);
-        // The kernel wants payload iovecs >= max(8192, max_write, max_pages * 4096).
         if (payload_size < 8192 or payload_size % 4096 != 0) return fail(err, .INVAL);
 
         const allocator = std.heap.page_allocator;
         const self = allocator.create(Ring) catch return fail(err, .NOMEM);
         self.* = .{
             .fd = fd,
-            .wake_fd = -1,
-            .nr_queues = nr_queues,
+            .event_fd = -1,
+            .nr_queues = nq,
             .depth = depth,
             .n = n,
             .payload_size = payload_size,
             .setup_flags = setup_flags,
+            .ring = undefined,
+            .ring_mem = &.{},
             .headers = &.{},
             .payloads = &.{},
             .reg_iovecs = &.{},
             .buf_iovecs = &.{},
-            .completions = undefined,
-            .commands = undefined,
-            .completion_cells = &.{},
-            .command_cells = &.{},
-            .js_held = &.{},
-            .js_io_pending = &.{},
+            .qids = &.{},
+            .dp = dp,
             .state = &.{},
             .commit_ids = &.{},
+            .js_io = &.{},
+            .native_op = &.{},
+            .retries = &.{},
+            .live = &.{},
+            .bad_qid_pending = &.{},
             .bell = .{ .func = doorbell, .source = .ring },
         };
-        if (self.allocate(err)) |_| {} else |_| {
+        self.allocate(qids, err) catch {
             self.free();
             return null;
-        }
-        self.completions = queue.Spsc(Completion).init(self.completion_cells);
-        self.commands = queue.Spsc(Command).init(self.command_cells);
-
+        };
         var i: u32 = 0;
         while (i < n) : (i += 1) {
             const hdr = self.header(i).?;
@@ -177,102 +190,115 @@ pub const Ring = struct {
             self.reg_iovecs[2 * i + 1] = .{ .base = pay, .len = payload_size };
             self.buf_iovecs[i] = .{ .base = pay, .len = payload_size };
         }
-
-        self.thread = std.Thread.spawn(.{}, run, .{self}) catch |e| {
+        // One SQE per entry command and per I/O can be queued between two enters.
+        const sq_entries = std.math.ceilPowerOfTwoAssert(u32, 2 * n + 8);
+        const rc = uring.fuw_init(self.ring, sq_entries, 2 * sq_entries, uring.setup_sqe128 | (setup_flags & ~shim_flags));
+        if (rc < 0) {
+            // EPERM: io_uring disabled/seccomp; ENOSYS: no io_uring; EINVAL: bad flag
+            // combination; ENOMEM: ring memory.
+            err.* = rc;
+            self.free();
+            return null;
+        }
+        // Fixed buffers only speed up backing I/O; above RLIMIT_MEMLOCK plain READ/WRITE on the
+        // same memory work too.
+        const reg_rc = if (setup_flags & no_fixed_buffers_flag != 0) -1 else uring.fuw_register_buffers(self.ring, self.buf_iovecs.ptr, n);
+        self.stats.fixed_buffers = if (reg_rc == 0) 1 else 0;
+        const ev_rc = uring.fuw_register_eventfd(self.ring, self.event_fd);
+        const off_rc = if (ev_rc == 0) uring.fuw_eventfd_enable(self.ring, 0) else ev_rc;
+        if (off_rc < 0) {
+            uring.fuw_exit(self.ring);
+            err.* = off_rc;
+            self.free();
+            return null;
+        }
+        self.watcher = std.Thread.spawn(.{}, watch, .{self}) catch |e| {
             err.* = switch (e) {
                 error.SystemResources, error.ThreadQuotaExceeded, error.LockedMemoryLimitExceeded => sys.neg(.AGAIN),
                 error.OutOfMemory => sys.neg(.NOMEM),
                 error.Unexpected => sys.neg(.INVAL),
             };
+            uring.fuw_exit(self.ring);
             self.free();
             return null;
         };
-        self.init_done.wait();
-        if (self.init_result < 0) {
-            // The thread has already torn its ring down and returned.
-            self.thread.?.join();
-            self.thread = null;
-            err.* = self.init_result;
-            self.free();
-            return null;
-        }
-        self.thread.?.setName("fu-ring") catch {}; // cosmetic
+        self.watcher.?.setName("fu-ring-watch") catch {}; // cosmetic
         return self;
     }
 
-    fn allocate(self: *Ring, err: *i32) error{Failed}!void {
+    fn allocate(self: *Ring, qids: []const u16, err: *i32) error{Failed}!void {
         const allocator = std.heap.page_allocator;
         const n = self.n;
-        const cap_completions = queue.capacityFor(2 * n + 1);
-        const cap_commands = queue.capacityFor(2 * n);
-        self.completion_cells = allocator.alloc(Completion, cap_completions) catch return failErr(err, .NOMEM);
-        self.command_cells = allocator.alloc(Command, cap_commands) catch return failErr(err, .NOMEM);
+        self.ring_mem = allocator.alignedAlloc(u8, .@"64", uring.fuw_ring_size()) catch return failErr(err, .NOMEM);
+        assert(uring.fuw_ring_align() <= 64);
+        self.ring = @ptrCast(self.ring_mem.ptr);
         self.reg_iovecs = allocator.alloc(std.posix.iovec, 2 * @as(usize, n)) catch return failErr(err, .NOMEM);
         self.buf_iovecs = allocator.alloc(std.posix.iovec, n) catch return failErr(err, .NOMEM);
-        self.js_held = allocator.alloc(bool, n) catch return failErr(err, .NOMEM);
-        self.js_io_pending = allocator.alloc(bool, n) catch return failErr(err, .NOMEM);
+        self.qids = allocator.alloc(u16, qids.len) catch return failErr(err, .NOMEM);
+        @memcpy(self.qids, qids);
         self.state = allocator.alloc(EntryState, n) catch return failErr(err, .NOMEM);
         self.commit_ids = allocator.alloc(u64, n) catch return failErr(err, .NOMEM);
-        @memset(self.js_held, false);
-        @memset(self.js_io_pending, false);
+        self.js_io = allocator.alloc(bool, n) catch return failErr(err, .NOMEM);
+        self.native_op = allocator.alloc(u8, n) catch return failErr(err, .NOMEM);
+        self.retries = allocator.alloc(u8, n) catch return failErr(err, .NOMEM);
+        self.bad_qid_pending = allocator.alloc(bool, n) catch return failErr(err, .NOMEM);
+        self.live = allocator.alloc(u32, qids.len) catch return failErr(err, .NOMEM);
         @memset(self.state, .idle);
         @memset(self.commit_ids, 0);
-        // Pre-fault everything: the kernel copies requests in from task work and the payloads
-        // get pinned by buffer registration; neither should start by faulting pages in.
+        @memset(self.js_io, false);
+        @memset(self.native_op, 0);
+        @memset(self.retries, 0);
+        @memset(self.bad_qid_pending, self.setup_flags & fault_bad_commit_flag != 0);
+        @memset(self.live, self.depth);
+        // Pre-fault everything: the kernel copies requests in from task work and buffer
+        // registration pins the payloads; neither should start by faulting pages in.
         self.headers = sys.mapAnon(sys.roundUp(@as(usize, n) * layout.header_stride, std.heap.page_size_min), true, err) orelse return error.Failed;
         self.payloads = sys.mapAnon(@as(usize, n) * self.payload_size, true, err) orelse return error.Failed;
-        const wake_fd = sys.eventfdOpen(false);
-        if (wake_fd < 0) {
-            err.* = wake_fd;
+        const efd = sys.eventfdOpen(false);
+        if (efd < 0) {
+            err.* = efd;
             return error.Failed;
         }
-        self.wake_fd = wake_fd;
+        self.event_fd = efd;
     }
 
-    /// Frees whatever `allocate` got (slices still empty were never allocated).
     fn free(self: *Ring) void {
-        assert(self.thread == null);
+        assert(self.watcher == null);
         const allocator = std.heap.page_allocator;
-        if (self.wake_fd >= 0) sys.closeFd(self.wake_fd);
+        if (self.event_fd >= 0) sys.closeFd(self.event_fd);
         if (self.payloads.len > 0 and !self.payloads_unsafe) sys.unmap(self.payloads);
         if (self.headers.len > 0) sys.unmap(self.headers);
+        if (self.live.len > 0) allocator.free(self.live);
+        if (self.bad_qid_pending.len > 0) allocator.free(self.bad_qid_pending);
+        if (self.retries.len > 0) allocator.free(self.retries);
+        if (self.native_op.len > 0) allocator.free(self.native_op);
+        if (self.js_io.len > 0) allocator.free(self.js_io);
         if (self.commit_ids.len > 0) allocator.free(self.commit_ids);
         if (self.state.len > 0) allocator.free(self.state);
-        if (self.js_io_pending.len > 0) allocator.free(self.js_io_pending);
-        if (self.js_held.len > 0) allocator.free(self.js_held);
+        if (self.qids.len > 0) allocator.free(self.qids);
         if (self.buf_iovecs.len > 0) allocator.free(self.buf_iovecs);
         if (self.reg_iovecs.len > 0) allocator.free(self.reg_iovecs);
-        if (self.command_cells.len > 0) allocator.free(self.command_cells);
-        if (self.completion_cells.len > 0) allocator.free(self.completion_cells);
+        if (self.ring_mem.len > 0) allocator.free(self.ring_mem);
         allocator.destroy(self);
     }
 
-    /// Joins the thread first: it exits its io_uring (io_uring_queue_exit, which cancels every
-    /// entry the kernel still has) before returning, so no kernel write can reach the buffers
-    /// once they are unmapped here.
+    /// Owner thread. Stops the watcher, reaps (bounded) the I/O still in flight on our payloads,
+    /// then exits the ring, which cancels the entries the kernel holds: after that nothing is
+    /// copied into our buffers and they can be unmapped.
     pub fn destroy(self: *Ring) void {
-        if (self.thread) |thread| {
-            self.stop();
-            thread.join();
-            self.thread = null;
-        }
+        self.stopWatcher();
+        self.drainIo();
+        uring.fuw_exit(self.ring);
         self.free();
     }
 
-    pub fn start(self: *Ring) i32 {
-        if (@atomicRmw(u32, &self.start_requested, .Xchg, 1, .seq_cst) != 0) return sys.neg(.ALREADY);
-        sys.eventfdSignal(self.wake_fd);
-        return 0;
-    }
-
-    pub fn stop(self: *Ring) void {
-        @atomicStore(u32, &self.stop_requested, 1, .seq_cst);
-        sys.eventfdSignal(self.wake_fd);
-    }
-
-    pub fn kick(self: *Ring) void {
-        // Pairs with the ring thread's store of `sleeping` then re-check of the command queue.
-        if (@atomicRmw(u32, &self.sleeping, .Xchg, 0, .seq_cst) == 1) sys.eventfdSignal(self.wake_fd);
+    fn stopWatcher(self: *Ring) void {
+        if (self.watcher) |w| {
+            @atomicStore(u32, &self.watcher_stop, 1, .seq_cst);
+            sys.eventfdSignal(self.event_fd);
+            w.join();
+            self.watcher = null;
+        }
     }
 
     pub fn header(self: *Ring, idx: u32) ?[*]u8 {
@@ -285,347 +311,375 @@ pub const Ring = struct {
         return self.payloads.ptr + @as(usize, idx) * self.payload_size;
     }
 
-    pub fn pop(self: *Ring, out: [*]Completion, max: u32) u32 {
-        self.bell.disarm();
-        var count: u32 = 0;
-        while (count < max) {
-            const c = self.completions.pop() orelse break;
-            switch (c.kind) {
-                .request => {
-                    assert(!self.js_held[c.idx]);
-                    assert(!self.js_io_pending[c.idx]);
-                    self.js_held[c.idx] = true;
-                },
-                .io_done => {
-                    assert(self.js_io_pending[c.idx]);
-                    self.js_io_pending[c.idx] = false;
-                },
-                .stopped => {},
-            }
-            out[count] = c;
-            count += 1;
-        }
-        return count;
-    }
-
-    /// Queues COMMIT_AND_FETCH for a held entry. -EINVAL: not held by JS (never popped, or
-    /// already committed); -EBUSY: an I/O on its payload is still running.
-    pub fn commit(self: *Ring, idx: u32) i32 {
-        if (idx >= self.n or !self.js_held[idx]) return sys.neg(.INVAL);
-        if (self.js_io_pending[idx]) return sys.neg(.BUSY);
-        self.js_held[idx] = false;
-        self.commands.push(.{ .kind = .commit, .idx = idx, .fd = -1, .len = 0, .off = 0 });
+    /// Queues REGISTER for every entry (submitted by the next enter); after the INIT reply.
+    pub fn start(self: *Ring) i32 {
+        if (self.started) return sys.neg(.ALREADY);
+        self.started = true;
+        var i: u32 = 0;
+        while (i < self.n) : (i += 1) self.prepRegister(i);
         return 0;
     }
 
-    /// Queues a read (kind 1) or write (kind 2) of `len` bytes at `off` of `fd` into/from a
-    /// held entry's payload; IO_DONE reports the result. One at a time per entry.
-    pub fn io(self: *Ring, kind: u32, idx: u32, fd: i32, off: u64, len: u32) i32 {
-        const command_kind: Command.Kind = switch (kind) {
-            1 => .read,
-            2 => .write,
-            else => return sys.neg(.INVAL),
-        };
-        if (idx >= self.n or !self.js_held[idx] or fd < 0 or len > self.payload_size) return sys.neg(.INVAL);
-        if (self.js_io_pending[idx]) return sys.neg(.BUSY);
-        self.js_io_pending[idx] = true;
-        self.commands.push(.{ .kind = command_kind, .idx = idx, .fd = fd, .len = len, .off = off });
-        return 0;
-    }
-
-    // ---- ring thread --------------------------------------------------------------------
-
-    fn run(self: *Ring) void {
-        sys.blockSignals();
-        var reservation: [ring_reservation]u8 align(64) = undefined;
-        assert(uring.fuw_ring_size() <= ring_reservation);
-        assert(uring.fuw_ring_align() <= 64);
-        const ring: *uring.Ring = @ptrCast(&reservation);
-
-        const sq_entries = std.math.ceilPowerOfTwoAssert(u32, self.n + 8);
-        const io_uring_flags = self.setup_flags & ~no_fixed_buffers_flag;
-        const init_rc = uring.fuw_init(ring, sq_entries, 2 * sq_entries, uring.setup_sqe128 | io_uring_flags);
-        if (init_rc < 0) {
-            // EPERM: io_uring disabled/seccomp; ENOSYS: no io_uring; EINVAL: bad flag
-            // combination (e.g. DEFER_TASKRUN without SINGLE_ISSUER); ENOMEM: ring memory.
-            self.init_result = init_rc;
-            self.init_done.set();
-            return;
-        }
-        // Fixed buffers are an optimization for fu_ring_io; without them (RLIMIT_MEMLOCK,
-        // ENOMEM, too many) plain READ/WRITE on the same addresses work as well.
-        const reg_rc = if (self.setup_flags & no_fixed_buffers_flag != 0) -1 else uring.fuw_register_buffers(ring, self.buf_iovecs.ptr, self.n);
-        self.stats.fixed_buffers = if (reg_rc == 0) 1 else 0;
-        const wake_rc = self.armWake(ring);
-        const submit_rc = if (wake_rc == 0) uring.fuw_submit(ring) else wake_rc;
-        if (submit_rc < 0) {
-            uring.fuw_exit(ring);
-            self.init_result = submit_rc;
-            self.init_done.set();
-            return;
-        }
-        self.init_result = 0;
-        self.init_done.set();
-
-        const res = self.loop(ring);
-        self.drainIo(ring);
-        self.completions.push(.{ .kind = .stopped, .idx = 0, .res = res });
-        self.notify();
-        // Cancels the kernel's remaining commands (held entries are released, idle ones
-        // complete); after this no request is copied into our buffers.
-        uring.fuw_exit(ring);
-    }
-
-    fn notify(self: *Ring) void {
-        if (self.bell.ring()) self.stats.wakeups += 1;
-    }
-
-    fn flag(ptr: *u32) bool {
-        return @atomicLoad(u32, ptr, .seq_cst) != 0;
-    }
-
-    /// Returns the STOPPED result: 0 when stopped on request, else the result that killed the
-    /// last entry (normally -ENOTCONN after unmount) or a fatal io_uring_enter error.
-    fn loop(self: *Ring, ring: *uring.Ring) i64 {
-        var registered = false;
-        var expect_replies = false;
+    /// Submits what is queued, runs the kernel's task work and reaps completions, serving
+    /// native requests in place. Returns how many records it wrote to `out` (requests and I/O
+    /// completions for JS, STOPPED last). With `wait_us` > 0 it blocks up to that long until
+    /// there is something for JS; 0 never blocks.
+    pub fn enter(self: *Ring, out: [*]Completion, max: u32, wait_us: u32) u32 {
+        assert(max >= 2 * self.n + 1);
+        self.out = out;
+        self.out_len = 0;
+        self.out_max = max;
+        if (self.stopped) return 0;
+        const began = if (wait_us > 0) std.time.Instant.now() catch null else null;
         while (true) {
-            if (flag(&self.stop_requested)) return 0;
-            if (!registered and flag(&self.start_requested)) {
-                var i: u32 = 0;
-                while (i < self.n) : (i += 1) self.prepRegister(ring, i);
-                registered = true;
-            }
-            while (self.commands.pop()) |command| self.prepCommand(ring, command);
-            if (expect_replies) {
-                expect_replies = false;
-                if (self.spinForCommands()) {
-                    while (self.commands.pop()) |command| self.prepCommand(ring, command);
+            var budget: u32 = 0;
+            if (wait_us > 0) {
+                if (began) |b| {
+                    const now = std.time.Instant.now() catch b;
+                    const spent: u64 = now.since(b) / std.time.ns_per_us;
+                    if (spent < wait_us) budget = wait_us - @as(u32, @intCast(spent));
                 }
             }
-
-            // Sleep only if no command and no stop can be missed (see kick()).
-            @atomicStore(u32, &self.sleeping, 1, .seq_cst);
-            const idle = self.commands.isEmpty() and !flag(&self.stop_requested) and
-                (registered or !flag(&self.start_requested));
-            if (!idle) @atomicStore(u32, &self.sleeping, 0, .seq_cst);
-            const rc = if (idle) uring.fuw_submit_and_wait(ring, 1) else uring.fuw_submit_and_get_events(ring);
-            @atomicStore(u32, &self.sleeping, 0, .seq_cst);
-            self.stats.submits += 1;
+            const rc = if (budget > 0) uring.fuw_submit_and_wait_us(self.ring, budget) else uring.fuw_submit_and_get_events(self.ring);
+            self.stats.enters += 1;
             if (rc < 0) switch (sys.errnoOfNeg(rc)) {
-                // INTR: signal; AGAIN/BUSY: CQ overflow backlog or transient kernel memory
-                // shortage — reaping CQEs below resolves both, then retry.
-                .INTR, .AGAIN, .BUSY => {},
+                // TIME: the wait ran out; INTR: a signal; AGAIN/BUSY: CQ overflow backlog or
+                // a transient kernel shortage — reaping below resolves both.
+                .TIME, .INTR, .AGAIN, .BUSY => {},
                 else => {
                     self.stats.errors += 1;
-                    return rc;
+                    self.finish(rc);
+                    return self.out_len;
                 },
             };
-
-            var pushed = false;
-            var cqes: [64]*uring.Cqe = undefined;
-            while (true) {
-                const got = uring.fuw_peek_batch(ring, &cqes, cqes.len);
-                if (got == 0) break;
-                for (cqes[0..got]) |cqe| {
-                    if (self.handleCqe(ring, cqe.user_data, cqe.res)) pushed = true;
-                }
-                uring.fuw_cq_advance(ring, got);
-                self.stats.cqes += got;
-            }
-            if (pushed) {
-                self.notify();
-                expect_replies = true;
-            }
-            if (self.dead_count == self.n) return self.last_dead_res;
-            if (self.wake_broken) {
+            self.reap();
+            if (self.stopped or self.out_len > 0 or budget == 0) break;
+        }
+        // Native replies queued by the last reap go out now, not after JS's batch.
+        if (uring.fuw_sq_ready(self.ring) > 0 and !self.stopped) {
+            const rc = uring.fuw_submit(self.ring);
+            self.stats.enters += 1;
+            if (rc < 0 and rc != sys.neg(.INTR) and rc != sys.neg(.AGAIN) and rc != sys.neg(.BUSY)) {
                 self.stats.errors += 1;
-                return self.wake_res;
+                self.finish(rc);
             }
         }
+        return self.out_len;
     }
 
-    /// Busy-waits up to spin_ns for a command; true if one arrived.
-    fn spinForCommands(self: *Ring) bool {
-        const budget = @atomicLoad(u64, &self.spin_ns, .monotonic);
-        if (budget == 0) return false;
-        const began = std.time.Instant.now() catch return false;
-        while (self.commands.isEmpty()) {
-            if (flag(&self.stop_requested)) return false;
-            std.atomic.spinLoopHint();
-            const now = std.time.Instant.now() catch return false;
-            if (now.since(began) >= budget) return false;
+    fn reap(self: *Ring) void {
+        var cqes: [64]*uring.Cqe = undefined;
+        while (true) {
+            const got = uring.fuw_peek_batch(self.ring, &cqes, cqes.len);
+            if (got == 0) break;
+            for (cqes[0..got]) |cqe| self.handleCqe(cqe.user_data, cqe.res);
+            uring.fuw_cq_advance(self.ring, got);
+            self.stats.cqes += got;
         }
-        return true;
     }
 
-    pub fn setSpin(self: *Ring, ns: u64) void {
-        @atomicStore(u64, &self.spin_ns, ns, .monotonic);
+    fn push(self: *Ring, c: Completion) void {
+        assert(self.out_len < self.out_max);
+        self.out[self.out_len] = c;
+        self.out_len += 1;
     }
 
-    /// Returns true if it pushed a completion.
-    fn handleCqe(self: *Ring, ring: *uring.Ring, user_data: u64, res: i32) bool {
-        if (user_data == ud_wake) {
-            if (res >= 0 or res == sys.neg(.INTR) or res == sys.neg(.AGAIN) or res == sys.neg(.CANCELED)) {
-                const rc = self.armWake(ring);
-                if (rc < 0) {
-                    self.wake_broken = true;
-                    self.wake_res = rc;
-                }
-            } else {
-                // Without the wake-up read JS could never wake us again: stop instead of
-                // hanging (JS sees STOPPED with this error).
-                self.wake_broken = true;
-                self.wake_res = res;
-            }
-            return false;
+    pub fn setNativeSyncMax(self: *Ring, bytes: u32) void {
+        self.native_sync_max = bytes;
+    }
+
+    /// Owner thread: true when going back to the event loop (the kernel then signals the
+    /// eventfd on the next request or completion and the watcher rings the doorbell once).
+    pub fn setIdle(self: *Ring, idle: bool) i32 {
+        if (idle) {
+            self.bell.disarm();
+            self.stats.idles += 1;
         }
-        if (user_data == ud_cancel) return false;
-        if (user_data & ud_io_tag != 0) {
-            const idx: u32 = @truncate(user_data);
-            assert(idx < self.n);
-            assert(self.state[idx] == .held);
-            assert(self.io_inflight > 0);
-            self.io_inflight -= 1;
-            self.completions.push(.{ .kind = .io_done, .idx = idx, .res = res });
-            return true;
+        return uring.fuw_eventfd_enable(self.ring, @intFromBool(idle));
+    }
+
+    /// Queues COMMIT_AND_FETCH for an entry JS holds. -EINVAL: not held by JS; -EBUSY: JS I/O
+    /// on its payload is still running (answering now would let the kernel reuse the buffer
+    /// under the I/O).
+    pub fn commit(self: *Ring, idx: u32) i32 {
+        if (idx >= self.n or self.state[idx] != .js) return sys.neg(.INVAL);
+        if (self.js_io[idx]) return sys.neg(.BUSY);
+        self.prepCommit(idx);
+        return 0;
+    }
+
+    /// Backing I/O for a JS-held entry: read (1) into / write (2) from its payload. The result
+    /// comes back as an IO_DONE record from a later enter.
+    pub fn io(self: *Ring, kind: u32, idx: u32, fd: i32, off: u64, len: u32) i32 {
+        if (kind != 1 and kind != 2) return sys.neg(.INVAL);
+        if (idx >= self.n or self.state[idx] != .js or fd < 0 or len > self.payload_size) return sys.neg(.INVAL);
+        if (self.js_io[idx]) return sys.neg(.BUSY);
+        const sqe = self.getSqe() orelse return sys.neg(.BUSY);
+        uring.fuw_prep_rw(sqe, @intFromBool(kind == 2), @intCast(self.stats.fixed_buffers), fd, self.payload(idx).?, len, off, idx, ud_js_io | idx);
+        self.js_io[idx] = true;
+        self.js_io_inflight += 1;
+        self.stats.io_ops += 1;
+        return 0;
+    }
+
+    // ---- completions ------------------------------------------------------------------
+
+    fn handleCqe(self: *Ring, user_data: u64, res: i32) void {
+        if (user_data == ud_cancel) return;
+        const idx: u32 = @truncate(user_data);
+        assert(idx < self.n);
+        switch (user_data & ud_tag_mask) {
+            ud_js_io => {
+                assert(self.state[idx] == .js and self.js_io[idx]);
+                self.js_io[idx] = false;
+                self.js_io_inflight -= 1;
+                self.push(.{ .kind = .io_done, .idx = idx, .res = res });
+            },
+            ud_native => self.finishNative(idx, res),
+            0 => self.entryCompleted(idx, res),
+            else => unreachable,
         }
-        assert(user_data < self.n);
-        const idx: u32 = @intCast(user_data);
+    }
+
+    fn entryCompleted(self: *Ring, idx: u32, res: i32) void {
         const st = self.state[idx];
-        assert(st == .registering or st == .committing);
+        assert(st == .registering or st == .waiting);
         if (res == 0) {
             const commit_id = layout.readCommitId(self.header(idx).?);
             if (commit_id == 0) {
-                // The kernel never issues unique 0; committing it would leave the caller
-                // hanging, so the entry is given up instead.
-                self.killEntry(idx, sys.neg(.PROTO), true);
-                return false;
+                // The kernel never issues unique 0; committing it could never complete a
+                // request, so the entry is registered again instead.
+                self.stats.errors += 1;
+                return self.recover(idx, sys.neg(.PROTO));
             }
+            self.retries[idx] = 0;
             self.commit_ids[idx] = commit_id;
-            self.state[idx] = .held;
             self.stats.requests += 1;
-            self.completions.push(.{ .kind = .request, .idx = idx, .res = 0 });
-            return true;
+            self.held += 1;
+            if (self.held > self.stats.inflight_max) self.stats.inflight_max = self.held;
+            if (self.serveNative(idx)) return;
+            self.state[idx] = .js;
+            self.push(.{ .kind = .request, .idx = idx, .res = 0 });
+            return;
         }
         switch (sys.errnoOfNeg(res)) {
-            // REGISTER before the INIT reply was processed, or an interrupted command: the
-            // same command again.
-            .AGAIN, .INTR => {
-                if (st == .registering) self.prepRegister(ring, idx) else self.prepCommitSqe(ring, idx);
+            // REGISTER before the INIT reply was processed, or an interrupted command: again.
+            .AGAIN, .INTR => if (st == .registering) self.prepRegister(idx) else self.prepCommitSqe(idx),
+            // Normal end: unmount/abort, or the ring's task is exiting.
+            .NOTCONN, .CONNABORTED, .CANCELED => self.kill(idx, res),
+            // EINVAL (bad qid/iovec), ENOENT (unknown commit_id), EIO, EFAULT, ENOMEM…
+            else => {
+                self.stats.errors += 1;
+                self.recover(idx, res);
             },
-            // Normal end: unmount/abort (ENOTCONN, ECONNABORTED) or ring task exiting.
-            .NOTCONN, .CONNABORTED, .CANCELED => self.killEntry(idx, res, false),
-            // EINVAL (bad iovec/qid, ring without SQE128), ENOENT (unknown commit_id), EIO,
-            // EFAULT, ENOMEM, EOPNOTSUPP (enable_uring off)…: the entry is gone.
-            else => self.killEntry(idx, res, true),
-        }
-        return false;
-    }
-
-    /// Stopping with READ/WRITEs in flight: without fixed buffers an io-wq worker writes through
-    /// the payload's virtual addresses, and closing the ring fd tears the ring down
-    /// asynchronously, so a worker could write after destroy unmapped the payloads. Cancel
-    /// them and reap, bounded (teardown must not hang on a read from a pipe); whatever is left
-    /// marks the payloads unsafe to unmap.
-    fn drainIo(self: *Ring, ring: *uring.Ring) void {
-        if (self.io_inflight == 0) return;
-        if (self.getSqe(ring)) |sqe| uring.fuw_prep_cancel_all(sqe, ud_cancel);
-        var waited: u32 = 0;
-        while (self.io_inflight > 0 and waited < io_drain_budget_ms) : (waited += 100) {
-            // ETIME (100 ms without a CQE), INTR and any other error: reap what is there and
-            // try again until the budget is spent.
-            _ = uring.fuw_submit_and_wait_ms(ring, 100);
-            var cqes: [64]*uring.Cqe = undefined;
-            while (true) {
-                const got = uring.fuw_peek_batch(ring, &cqes, cqes.len);
-                if (got == 0) break;
-                for (cqes[0..got]) |cqe| {
-                    if (cqe.user_data == ud_wake or cqe.user_data == ud_cancel) continue;
-                    if (cqe.user_data & ud_io_tag == 0) continue; // entries: the ring is going away
-                    const idx: u32 = @truncate(cqe.user_data);
-                    assert(idx < self.n);
-                    self.io_inflight -= 1;
-                    self.completions.push(.{ .kind = .io_done, .idx = idx, .res = cqe.res });
-                }
-                uring.fuw_cq_advance(ring, got);
-                self.stats.cqes += got;
-            }
-        }
-        if (self.io_inflight > 0) {
-            self.payloads_unsafe = true;
-            self.stats.errors += 1;
         }
     }
 
-    fn killEntry(self: *Ring, idx: u32, res: i32, is_error: bool) void {
+    /// An entry whose command failed unexpectedly. A failed COMMIT left the reply unread, so it
+    /// is sent once more (a transient failure then still answers the caller); after that, and
+    /// for a failed REGISTER, the entry is registered again (only a new REGISTER gives the
+    /// queue its slot back), up to max_reregister times in a row; then it is dead.
+    fn recover(self: *Ring, idx: u32, res: i32) void {
+        const was_commit = self.state[idx] == .waiting;
+        if (self.retries[idx] >= max_reregister) return self.kill(idx, res);
+        self.retries[idx] += 1;
+        self.stats.recovered += 1;
+        if (was_commit and self.retries[idx] == 1) self.prepCommitSqe(idx) else self.prepRegister(idx);
+    }
+
+    fn kill(self: *Ring, idx: u32, res: i32) void {
         assert(self.state[idx] != .dead);
         self.state[idx] = .dead;
         self.dead_count += 1;
         self.last_dead_res = res;
         self.stats.dead += 1;
-        if (is_error) self.stats.errors += 1;
+        const q = idx / self.depth;
+        self.live[q] -= 1;
+        const normal = res == sys.neg(.NOTCONN) or res == sys.neg(.CONNABORTED) or res == sys.neg(.CANCELED);
+        // A queue without entries would leave every caller on that CPU waiting forever.
+        if (self.live[q] == 0 and !normal) return self.finish(res);
+        if (self.dead_count == self.n) self.finish(self.last_dead_res);
     }
 
-    fn armWake(self: *Ring, ring: *uring.Ring) i32 {
-        const sqe = self.getSqe(ring) orelse return sys.neg(.BUSY);
-        uring.fuw_prep_read(sqe, self.wake_fd, &self.wake_buf, 8, 0, ud_wake);
-        return 0;
+    fn finish(self: *Ring, res: i32) void {
+        if (self.stopped) return;
+        self.stopped = true;
+        self.push(.{ .kind = .stopped, .idx = 0, .res = res });
     }
 
-    /// An SQE, submitting queued ones first if the SQ is full. null only if the kernel does not
-    /// take SQEs at all (then the loop's next io_uring_enter reports the error).
-    fn getSqe(self: *Ring, ring: *uring.Ring) ?*uring.Sqe {
-        if (uring.fuw_get_sqe(ring)) |sqe| return sqe;
-        _ = uring.fuw_submit(ring);
-        self.stats.submits += 1;
-        return uring.fuw_get_sqe(ring);
+    // ---- native data plane ------------------------------------------------------------
+
+    fn serveNative(self: *Ring, idx: u32) bool {
+        const dp = self.dp orelse return false;
+        const hdr = self.header(idx).?;
+        const opcode = std.mem.readInt(u32, hdr[4..8], .little);
+        if (!dataplane.servedOp(opcode)) return false;
+        const op_in = hdr + layout.op_in_offset;
+        const fh = std.mem.readInt(u64, op_in[0..8], .little);
+        const fd = dp.lookup(fh) orelse return false;
+        self.state[idx] = .native;
+        self.native_op[idx] = @intCast(opcode);
+        self.stats.native_requests += 1;
+        self.native_inflight += 1;
+        if (self.native_inflight > self.stats.native_inflight_max) self.stats.native_inflight_max = self.native_inflight;
+        self.prepNativeIo(idx, fd);
+        return true;
     }
 
-    fn prepRegister(self: *Ring, ring: *uring.Ring, idx: u32) void {
-        assert(self.state[idx] == .idle or self.state[idx] == .registering);
-        const sqe = self.getSqe(ring) orelse return self.killEntry(idx, sys.neg(.BUSY), true);
-        const qid: u16 = @intCast(idx / self.depth);
-        uring.fuw_prep_fuse_cmd(sqe, self.fd, uring.fuse_cmd_register, @intFromPtr(&self.reg_iovecs[2 * idx]), 2, 0, qid, idx);
+    fn prepNativeIo(self: *Ring, idx: u32, fd: i32) void {
+        const hdr = self.header(idx).?;
+        const op_in = hdr + layout.op_in_offset;
+        const opcode: u32 = self.native_op[idx];
+        const offset = std.mem.readInt(u64, op_in[8..16], .little);
+        const size = std.mem.readInt(u32, op_in[16..20], .little);
+        const payload_sz = std.mem.readInt(u32, hdr[layout.payload_sz_offset..][0..4], .little);
+        if (opcode != dataplane.op_fsync and (size > self.payload_size or (opcode == dataplane.op_write and size > payload_sz))) {
+            // The kernel never sends more than max_write/max_pages; answer EIO rather than
+            // touch memory past the payload.
+            return self.finishNative(idx, sys.neg(.IO));
+        }
+        if (opcode != dataplane.op_fsync and size <= self.native_sync_max) {
+            // Small I/O synchronously on this thread, as libfuse does: io_uring would punt a
+            // read from a file without FMODE_NOWAIT (tmpfs, FUSE, many others) to an io-wq
+            // worker, costing two thread hand-offs per request (measured: docs/ARCHITECTURE.md).
+            const pay = self.payload(idx).?;
+            const res: i64 = while (true) {
+                const rc = if (opcode == dataplane.op_read) linux.pread(fd, pay, size, @bitCast(offset)) else linux.pwrite(fd, pay, size, @bitCast(offset));
+                if (sys.errnoOf(rc) != .INTR) break sys.result(rc);
+            };
+            self.stats.native_sync += 1;
+            return self.finishNative(idx, @intCast(res));
+        }
+        const sqe = self.getSqe() orelse return self.finishNative(idx, sys.neg(.BUSY));
+        if (opcode == dataplane.op_fsync) {
+            const datasync = std.mem.readInt(u32, op_in[8..12], .little) & 1;
+            uring.fuw_prep_fsync(sqe, fd, @intCast(datasync), ud_native | idx);
+        } else {
+            uring.fuw_prep_rw(sqe, @intFromBool(opcode == dataplane.op_write), @intCast(self.stats.fixed_buffers), fd, self.payload(idx).?, size, offset, idx, ud_native | idx);
+        }
+        self.stats.io_ops += 1;
+    }
+
+    fn finishNative(self: *Ring, idx: u32, res: i32) void {
+        assert(self.state[idx] == .native);
+        if (res == sys.neg(.INTR) or res == sys.neg(.AGAIN)) {
+            const hdr = self.header(idx).?;
+            const fh = std.mem.readInt(u64, (hdr + layout.op_in_offset)[0..8], .little);
+            if (self.dp.?.lookup(fh)) |fd| return self.prepNativeIo(idx, fd);
+        }
+        const hdr = self.header(idx).?;
+        const pay = self.payload(idx).?;
+        const opcode: u32 = self.native_op[idx];
+        var out_len: u32 = 0;
+        var err: i32 = 0;
+        if (res < 0) {
+            err = if (res > -512) res else sys.neg(.IO);
+            self.stats.native_errors += 1;
+        } else if (opcode == dataplane.op_read) {
+            out_len = @intCast(res);
+            self.stats.native_read_bytes += out_len;
+        } else if (opcode == dataplane.op_write) {
+            std.mem.writeInt(u32, pay[0..4], @intCast(res), .little);
+            std.mem.writeInt(u32, pay[4..8], 0, .little);
+            out_len = 8;
+            self.stats.native_write_bytes += @intCast(res);
+        }
+        // fuse_out_header over the in_header: len, error; unique (offset 8) is already there.
+        std.mem.writeInt(u32, hdr[0..4], layout.out_header_size + out_len, .little);
+        std.mem.writeInt(i32, hdr[4..8], err, .little);
+        std.mem.writeInt(u32, hdr[layout.payload_sz_offset..][0..4], out_len, .little);
+        self.native_inflight -= 1;
+        self.state[idx] = .js; // for prepCommit's bookkeeping
+        self.prepCommit(idx);
+    }
+
+    // ---- SQEs -------------------------------------------------------------------------
+
+    /// An SQE, submitting queued ones first if the SQ is full. null only if the kernel takes no
+    /// SQEs at all (the next enter then reports the error).
+    fn getSqe(self: *Ring) ?*uring.Sqe {
+        if (uring.fuw_get_sqe(self.ring)) |sqe| return sqe;
+        _ = uring.fuw_submit(self.ring);
+        self.stats.enters += 1;
+        return uring.fuw_get_sqe(self.ring);
+    }
+
+    fn prepRegister(self: *Ring, idx: u32) void {
+        const sqe = self.getSqe() orelse return self.kill(idx, sys.neg(.BUSY));
+        uring.fuw_prep_fuse_cmd(sqe, self.fd, uring.fuse_cmd_register, @intFromPtr(&self.reg_iovecs[2 * idx]), 2, 0, self.qids[idx / self.depth], idx);
         self.state[idx] = .registering;
     }
 
-    fn prepCommitSqe(self: *Ring, ring: *uring.Ring, idx: u32) void {
-        const sqe = self.getSqe(ring) orelse return self.killEntry(idx, sys.neg(.BUSY), true);
-        const qid: u16 = @intCast(idx / self.depth);
+    fn prepCommit(self: *Ring, idx: u32) void {
+        assert(self.state[idx] == .js and !self.js_io[idx]);
+        assert(self.held > 0);
+        self.held -= 1;
+        self.prepCommitSqe(idx);
+    }
+
+    fn prepCommitSqe(self: *Ring, idx: u32) void {
+        const sqe = self.getSqe() orelse return self.kill(idx, sys.neg(.BUSY));
+        var qid = self.qids[idx / self.depth];
+        if (self.bad_qid_pending[idx]) {
+            // Fault injection (tests): the kernel rejects this COMMIT with -EINVAL before
+            // looking at the request, so recovery must send the same reply again.
+            self.bad_qid_pending[idx] = false;
+            qid = 0xffff;
+        }
         uring.fuw_prep_fuse_cmd(sqe, self.fd, uring.fuse_cmd_commit_and_fetch, 0, 0, self.commit_ids[idx], qid, idx);
-        self.state[idx] = .committing;
+        self.state[idx] = .waiting;
         self.stats.commits += 1;
     }
 
-    fn prepCommand(self: *Ring, ring: *uring.Ring, command: Command) void {
-        assert(command.idx < self.n);
-        const idx = command.idx;
-        // JS only commits/does I/O on entries it holds, and entries die only from a CQE of an
-        // in-flight command, which a held entry does not have.
-        assert(self.state[idx] == .held);
-        switch (command.kind) {
-            .commit => self.prepCommitSqe(ring, idx),
-            .read, .write => {
-                const sqe = self.getSqe(ring) orelse {
-                    self.stats.errors += 1;
-                    self.completions.push(.{ .kind = .io_done, .idx = idx, .res = sys.neg(.BUSY) });
-                    return self.notify();
-                };
-                uring.fuw_prep_rw(
-                    sqe,
-                    @intFromBool(command.kind == .write),
-                    @intCast(self.stats.fixed_buffers),
-                    command.fd,
-                    self.payload(idx).?,
-                    command.len,
-                    command.off,
-                    idx,
-                    ud_io_tag | idx,
-                );
-                self.stats.io_ops += 1;
-                self.io_inflight += 1;
-            },
+    /// Teardown with READ/WRITE in flight: an io-wq worker may still write through the
+    /// payload's addresses, so cancel and reap (bounded: a read from a pipe may never end);
+    /// what is left marks the payloads unsafe to unmap (leaked instead).
+    fn drainIo(self: *Ring) void {
+        if (self.js_io_inflight + self.native_inflight == 0) return;
+        if (self.getSqe()) |sqe| uring.fuw_prep_cancel_all(sqe, ud_cancel);
+        var waited: u32 = 0;
+        while (self.js_io_inflight + self.native_inflight > 0 and waited < io_drain_budget_ms) : (waited += 100) {
+            _ = uring.fuw_submit_and_wait_ms(self.ring, 100);
+            var cqes: [64]*uring.Cqe = undefined;
+            while (true) {
+                const got = uring.fuw_peek_batch(self.ring, &cqes, cqes.len);
+                if (got == 0) break;
+                for (cqes[0..got]) |cqe| {
+                    const tag = cqe.user_data & ud_tag_mask;
+                    if (cqe.user_data == ud_cancel or tag == 0) continue;
+                    const idx: u32 = @truncate(cqe.user_data);
+                    if (tag == ud_js_io and self.js_io[idx]) {
+                        self.js_io[idx] = false;
+                        self.js_io_inflight -= 1;
+                    } else if (tag == ud_native and self.state[idx] == .native) {
+                        self.state[idx] = .dead;
+                        self.native_inflight -= 1;
+                    }
+                }
+                uring.fuw_cq_advance(self.ring, got);
+            }
+        }
+        if (self.js_io_inflight + self.native_inflight > 0) {
+            self.payloads_unsafe = true;
+            self.stats.errors += 1;
+        }
+    }
+
+    // ---- watcher thread ---------------------------------------------------------------
+
+    fn watch(self: *Ring) void {
+        sys.blockSignals();
+        var value: u64 = 0;
+        while (true) {
+            const rc = linux.read(self.event_fd, std.mem.asBytes(&value), 8);
+            switch (sys.errnoOf(rc)) {
+                .SUCCESS => {},
+                .INTR => continue,
+                // The eventfd is ours and blocking: any other error is a programming error.
+                else => |e| std.debug.panic("ring eventfd read failed: {s}", .{@tagName(e)}),
+            }
+            if (@atomicLoad(u32, &self.watcher_stop, .seq_cst) != 0) return;
+            if (self.bell.ring()) _ = @atomicRmw(u64, &self.stats.wakeups, .Add, 1, .monotonic);
         }
     }
 };

@@ -8,6 +8,7 @@ const classic = @import("classic.zig");
 const ring = @import("ring.zig");
 const queue = @import("queue.zig");
 const bell = @import("bell.zig");
+const dataplane = @import("dataplane.zig");
 
 const Classic = classic.Classic;
 const Ring = ring.Ring;
@@ -15,7 +16,7 @@ const Completion = queue.Completion;
 
 /// Bumped on any incompatible ABI change so TypeScript can refuse a stale library.
 export fn fu_abi_version() u32 {
-    return 1;
+    return 2;
 }
 
 /// -errno of the last failed `fu_classic_create` (JS thread only, so no atomics needed).
@@ -116,20 +117,31 @@ export fn fu_classic_stats(c: *Classic) *classic.Stats {
     return &c.stats;
 }
 
-// ---- io_uring transport ---------------------------------------------------------------------
+// ---- io_uring engine (owned by the calling JS thread) --------------------------------------
 
-export fn fu_ring_create(fd: i32, nr_queues: u32, depth: u32, payload_size: u32, setup_flags: u32, doorbell: bell.Fn, err_out: *i32) ?*Ring {
+export fn fu_ring_create(fd: i32, qids: [*]const u16, nq: u32, nr_queues_total: u32, depth: u32, payload_size: u32, setup_flags: u32, doorbell: bell.Fn, dp: ?*dataplane.DataPlane, err_out: *i32) ?*Ring {
     err_out.* = 0;
-    return Ring.create(fd, nr_queues, depth, payload_size, setup_flags, doorbell, err_out);
-}
-
-/// Busy-wait budget (ns) for replies after each doorbell before the ring thread blocks.
-export fn fu_ring_set_spin(r: *Ring, ns: u64) void {
-    r.setSpin(ns);
+    if (nq == 0 or nq > 4096) {
+        err_out.* = -22;
+        return null;
+    }
+    return Ring.create(fd, qids[0..nq], nr_queues_total, depth, payload_size, setup_flags, doorbell, dp, err_out);
 }
 
 export fn fu_ring_start(r: *Ring) i32 {
     return r.start();
+}
+
+export fn fu_ring_enter(r: *Ring, out: [*]Completion, max: u32, wait_us: u32) u32 {
+    return r.enter(out, max, wait_us);
+}
+
+export fn fu_ring_set_idle(r: *Ring, idle: u32) i32 {
+    return r.setIdle(idle != 0);
+}
+
+export fn fu_ring_set_native_sync(r: *Ring, bytes: u32) void {
+    r.setNativeSyncMax(bytes);
 }
 
 export fn fu_ring_commit(r: *Ring, idx: u32) i32 {
@@ -140,24 +152,12 @@ export fn fu_ring_io(r: *Ring, kind: u32, idx: u32, fd: i32, off: u64, len: u32)
     return r.io(kind, idx, fd, off, len);
 }
 
-export fn fu_ring_kick(r: *Ring) void {
-    r.kick();
-}
-
 export fn fu_ring_header(r: *Ring, idx: u32) ?[*]u8 {
     return r.header(idx);
 }
 
 export fn fu_ring_payload(r: *Ring, idx: u32) ?[*]u8 {
     return r.payload(idx);
-}
-
-export fn fu_ring_pop(r: *Ring, out: [*]Completion, max: u32) u32 {
-    return r.pop(out, max);
-}
-
-export fn fu_ring_stop(r: *Ring) void {
-    r.stop();
 }
 
 export fn fu_ring_destroy(r: *Ring) void {
@@ -168,7 +168,27 @@ export fn fu_ring_stats(r: *Ring) *ring.Stats {
     return &r.stats;
 }
 
+// ---- native data plane table ----------------------------------------------------------------
+
+export fn fu_dataplane_create(capacity: u32, err_out: *i32) ?*dataplane.DataPlane {
+    err_out.* = 0;
+    return dataplane.DataPlane.create(capacity, err_out);
+}
+
+export fn fu_dataplane_set(dp: *dataplane.DataPlane, slot: u32, fd: i32) i32 {
+    return dp.set(slot, fd);
+}
+
+export fn fu_dataplane_destroy(dp: *dataplane.DataPlane) void {
+    dp.destroy();
+}
+
+export fn fu_classic_set_dataplane(c: *Classic, dp: ?*dataplane.DataPlane) i32 {
+    return c.setDataPlane(dp);
+}
+
 test {
     _ = queue;
     _ = classic;
+    _ = dataplane;
 }

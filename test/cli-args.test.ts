@@ -30,7 +30,7 @@ describe("CLI arguments", () => {
   test("--help documents every option and exits 0", () => {
     const r = cli(["--help"]);
     expect(r.code).toBe(0);
-    for (const opt of ["--transport", "--queue-depth", "--max-write", "--stats-file", "--debug", "--allow-other", "--ro", "--fsname", "--subtype"]) {
+    for (const opt of ["--transport", "--queue-depth", "--max-write", "--stats-file", "--debug", "--allow-other", "--ro", "--fsname", "--subtype", "-o OPT", "--version", "fuse-uring stats MOUNTPOINT", "3  connection aborted"]) {
       expect(r.out).toContain(opt);
     }
   });
@@ -40,5 +40,45 @@ describe("CLI arguments", () => {
     expect(c).toMatchObject({ kind: "mount", fs: { type: "memfs" }, mountpoint: "/mnt/a", transport: "uring", queueDepth: 16, maxWrite: 131072, statsFile: "/tmp/s.json", debug: true, readOnly: true });
     expect(parseArgs(["mount", "./fs.ts", "/mnt/b", "--", "x", "--y"])).toMatchObject({ fs: { type: "script", path: "./fs.ts", args: ["x", "--y"] }, mountpoint: "/mnt/b" });
     expect(() => parseArgs(["mount", "--passthrough"])).toThrow(UsageError);
+  });
+});
+
+describe("--version and -o mount options", () => {
+  test("--version prints the package version and exits 0", () => {
+    const r = cli(["--version"]);
+    expect(r.code).toBe(0);
+    const pkg = require("../package.json");
+    expect(r.out).toStartWith(`fuse-uring ${pkg.version} `);
+  });
+
+  test("-o maps the standard FUSE/mount(8) options onto the flags", () => {
+    const c = parseArgs(["mount", "--memfs", "/m", "-o", "ro,allow_other,fsname=src,subtype=demo,max_read=65536,noexec,noatime,nosuid,nodev", "-oentry_timeout=5,attr_timeout=2.5,debug,defaults,_netdev"]);
+    expect(c).toMatchObject({ readOnly: true, allowOther: true, fsname: "src", subtype: "demo", entryTtl: 5, attrTtl: 2.5, debug: true, vfs: { maxRead: 65536, noexec: true, noatime: true, suid: false, dev: false } });
+    expect(parseArgs(["mount", "--memfs", "/m", "-o", "ro", "-o", "rw"])).toMatchObject({ readOnly: false });
+    expect(parseArgs(["mount", "--memfs", "/m", "-o", "transport=classic,queue_depth=4,max_write=65536,writeback_cache,no_default_permissions"])).toMatchObject({
+      transport: "classic", queueDepth: 4, maxWrite: 65536, writebackCache: true, defaultPermissions: false,
+    });
+    // mount(8) escapes commas inside values with a backslash
+    expect(parseArgs(["mount", "--memfs", "/m", "-o", "stats_file=/tmp/a\\,b.json"])).toMatchObject({ statsFile: "/tmp/a,b.json" });
+  });
+
+  test.each([
+    ["ro,frobnicate", "frobnicate"],
+    ["max_read=abc", "max_read"],
+    ["max_read", "max_read"],
+    ["ro=1", "ro"],
+    ["transport=pigeon", "transport"],
+    ["allow_root", "allow_root"],
+  ])("-o %s → names %s, usage, exit 2", (opts, name) => {
+    const r = cli(["mount", "--memfs", "/tmp/x", "-o", opts]);
+    expect(r.code).toBe(2);
+    expect(r.err).toContain(name);
+    expect(r.err).toContain("Usage:");
+  });
+
+  test("-o without a list → usage, exit 2", () => {
+    const r = cli(["mount", "--memfs", "/tmp/x", "-o"]);
+    expect(r.code).toBe(2);
+    expect(r.err).toContain("-o needs");
   });
 });

@@ -104,18 +104,26 @@ describe("tree", () => {
     expect(await errnoOf(fs.open!(ctx(), e.ino, O_WRONLY))).toBe(13);
   });
 
-  test("computed file: fresh size at stat, snapshot per open served with direct I/O", async () => {
+  test("computed file: produced only at open (never at lookup/getattr), served with direct I/O", async () => {
     let n = 0;
     const fs = tree({ "count.txt": () => "x".repeat(++n * 3000) });
     const e = await lookupPath(fs, "/count.txt");
-    expect(e.attr.size).toBe(3000);
+    expect(n).toBe(0); // lookup did not run the producer
+    expect(e.attr.size).toBe(0); // nothing produced yet
+    expect(e.attrTtl).toBe(0); // the kernel must ask again: the size changes at open
     const r = await readAll(fs, "/count.txt");
+    expect(n).toBe(1);
     expect(r.open.directIo).toBe(true);
-    expect(r.text.length).toBe(9000); // lookup evaluated (6000), open took a fresh snapshot: every byte served
+    expect(r.text.length).toBe(3000); // every byte of the open's snapshot
+    // stat now reports the size the last open produced, still without producing
+    const g = (await fs.getattr!(ctx(), e.ino, undefined)) as { attr: { size: number }; attrTtl?: number };
+    expect(g.attr.size).toBe(3000);
+    expect(g.attrTtl).toBe(0);
+    expect(n).toBe(1);
     // fstat on the open file reports the snapshot's size
     const o = (await fs.open!(ctx(), e.ino, O_RDONLY)) as { fh: number };
     const a = (await fs.getattr!(ctx(), e.ino, o.fh)) as { attr: { size: number } };
-    expect(a.attr.size).toBe(12000);
+    expect(a.attr.size).toBe(6000);
   });
 
   test("async producers, bytes, Blob, nested objects, Map, dir() and symlink()", async () => {

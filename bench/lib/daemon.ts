@@ -1,7 +1,8 @@
-// One fuse-uring daemon (the CLI, `mount … --stats-file F`) under the harness's control.
+// One daemon under the harness's control: the fuse-uring CLI (`mount … --stats-file F`), or
+// libfuse's passthrough_hp (`--foreground … SRC MNT`; no stats file, ready = mounted).
 
 import { readFileSync } from "node:fs";
-import { BenchError, abortFuseAt, cpuSeconds, mountAt, mtimeMs, run, sleep, statusKiB } from "./util.ts";
+import { BenchError, abortFuseAt, mountAt, mtimeMs, run, sleep, statusKiB, treeCpuSeconds, uringFds } from "./util.ts";
 
 export interface DaemonStats {
   transport: string;
@@ -24,8 +25,12 @@ export interface DaemonStats {
 
 export interface DaemonSpec {
   id: string;
-  /** filesystem arguments: ["--memfs"] or ["--passthrough", SRC] (+ e.g. "--kernel-passthrough") */
+  /** filesystem arguments: ["--memfs"], ["--passthrough", SRC] or [SCRIPT] */
   fsArgs: string[];
+  /** arguments after `--` (a script filesystem's own arguments) */
+  scriptArgs?: string[];
+  /** run libfuse's passthrough_hp instead of the CLI: the binary, its mode arguments, SRC */
+  libfuse?: { binary: string; args: string[]; source: string; env?: Record<string, string> };
   transport: "uring" | "classic";
   mountpoint: string;
   statsFile: string;
@@ -55,26 +60,38 @@ export class Daemon {
   private stopped = false;
 
   constructor(readonly spec: DaemonSpec, repo: string, bun: string) {
-    this.cmd = [
-      ...(spec.nofile ? ["prlimit", `--nofile=${spec.nofile}:${spec.nofile}`] : []),
-      bun, "bin/fuse-uring.ts", "mount", ...spec.fsArgs, spec.mountpoint,
-      "--transport", spec.transport,
-      "--queue-depth", String(spec.queueDepth),
-      "--max-write", String(spec.maxWrite),
-      "--stats-file", spec.statsFile,
-      ...(spec.extraArgs ?? []),
-    ];
-    this.proc = Bun.spawn({ cmd: this.cmd, cwd: repo, stdin: "ignore", stdout: "ignore", stderr: "pipe" });
+    const prlimit = spec.nofile ? ["prlimit", `--nofile=${spec.nofile}:${spec.nofile}`] : [];
+    const lf = spec.libfuse;
+    this.cmd = lf
+      ? [...prlimit, lf.binary, "--foreground", ...lf.args, lf.source, spec.mountpoint]
+      : [
+        ...prlimit,
+        bun, "bin/fuse-uring.ts", "mount", ...spec.fsArgs, spec.mountpoint,
+        "--transport", spec.transport,
+        "--queue-depth", String(spec.queueDepth),
+        "--max-write", String(spec.maxWrite),
+        "--stats-file", spec.statsFile,
+        ...(spec.extraArgs ?? []),
+        ...(spec.scriptArgs?.length ? ["--", ...spec.scriptArgs] : []),
+      ];
+    const env = lf?.env ? { ...process.env, ...lf.env } : undefined;
+    // passthrough_hp prints nothing when mounted: its stdout goes to the same log as stderr
+    this.proc = Bun.spawn({ cmd: this.cmd, cwd: repo, env, stdin: "ignore", stdout: lf ? "pipe" : "ignore", stderr: "pipe" });
     this.pid = this.proc.pid;
-    void this.pump();
+    void this.pump(this.proc.stderr as ReadableStream<Uint8Array>);
+    if (lf) void this.pump(this.proc.stdout as ReadableStream<Uint8Array>);
     void this.proc.exited.then(() => this.wake(null));
   }
 
-  private async pump(): Promise<void> {
+  get isLibfuse(): boolean {
+    return !!this.spec.libfuse;
+  }
+
+  private async pump(stream: ReadableStream<Uint8Array>): Promise<void> {
     const dec = new TextDecoder();
     let buf = "";
     try {
-      for await (const chunk of this.proc.stderr as ReadableStream<Uint8Array>) {
+      for await (const chunk of stream) {
         buf += dec.decode(chunk, { stream: true });
         let i: number;
         while ((i = buf.indexOf("\n")) >= 0) {
@@ -117,7 +134,8 @@ export class Daemon {
 
   /** Wait for the "mounted" line and check the mount table and the reported transport. */
   async waitReady(timeoutMs: number): Promise<void> {
-    const what = `${this.spec.id} (${this.cmd.slice(1).join(" ")})`;
+    const what = `${this.spec.id} (${this.cmd.join(" ")})`;
+    if (this.isLibfuse) return this.waitMounted(timeoutMs, what);
     let line = this.readyLine;
     if (!line) {
       line = await new Promise<string | null>((res) => {
@@ -141,6 +159,22 @@ export class Daemon {
     if (t !== this.spec.transport) {
       throw new BenchError(`${this.spec.id}: configured --transport ${this.spec.transport} but the daemon reported transport=${t ?? "?"}: ${line}`);
     }
+  }
+
+  /** passthrough_hp says nothing when it is ready: wait for its FUSE mount to appear. */
+  private async waitMounted(timeoutMs: number, what: string): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      if (mountAt(this.spec.mountpoint)?.fstype.startsWith("fuse")) return;
+      if (!this.alive) throw new BenchError(`mount did not come up: ${what}: daemon exited (code ${this.proc.exitCode}, signal ${this.proc.signalCode})\n${this.stderrTail()}`);
+      if (Date.now() > deadline) throw new BenchError(`mount did not come up: ${what}: no FUSE mount at ${this.spec.mountpoint} within ${timeoutMs / 1000}s\n${this.stderrTail()}`);
+      await sleep(20);
+    }
+  }
+
+  /** io_uring instances the daemon holds (libfuse: one ring per queue when io_uring is in use). */
+  uringFds(): number {
+    return uringFds(this.pid);
   }
 
   /** Throw unless the daemon runs and its mount is in place. */
@@ -182,8 +216,9 @@ export class Daemon {
     }
   }
 
+  /** CPU of the daemon's process tree (all threads, and any child processes). */
   cpuSeconds(): number | null {
-    return cpuSeconds(this.pid);
+    return treeCpuSeconds(this.pid);
   }
 
   peakRssKiB(): number | null {
@@ -192,7 +227,7 @@ export class Daemon {
 
   /** SIGTERM (the CLI unmounts and exits 0); escalate to abort + SIGKILL + umount -l. */
   async stop(graceMs = 10000): Promise<StopResult> {
-    if (this.stopped) return { exitCode: this.proc.exitCode, forced: false, finalStats: this.readStatsFile(), leftoverUnmounted: false };
+    if (this.stopped) return { exitCode: this.proc.exitCode, forced: false, finalStats: this.isLibfuse ? null : this.readStatsFile(), leftoverUnmounted: false };
     this.stopped = true;
     let forced = false;
     if (this.alive) {
@@ -211,6 +246,6 @@ export class Daemon {
       abortFuseAt(this.spec.mountpoint);
       await run(["umount", "-l", this.spec.mountpoint], { timeoutMs: 10000 });
     }
-    return { exitCode: this.proc.exitCode, forced, finalStats: this.readStatsFile(), leftoverUnmounted };
+    return { exitCode: this.proc.exitCode, forced, finalStats: this.isLibfuse ? null : this.readStatsFile(), leftoverUnmounted };
   }
 }

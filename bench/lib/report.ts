@@ -1,6 +1,6 @@
 // Results → markdown tables and a hand-written SVG chart (no dependencies).
 
-import type { ConfigState } from "./configs.ts";
+import { LIBFUSE_PAIRS, META_WORKLOADS, type ConfigState } from "./configs.ts";
 import type { Metric } from "./workloads.ts";
 import { fmtDuration, fmtNum, fmtRatio, median } from "./util.ts";
 
@@ -13,6 +13,12 @@ export interface StatsDelta {
   submits: number;
   fixedIo: number;
   errors: number;
+  /** io_uring_enter calls (engines that count them) */
+  enters?: number;
+  /** requests answered in the shim without JavaScript (engines with a native data plane) */
+  nativeRequests?: number;
+  /** requests answered, from the stats file's per-opcode `ops` counts */
+  answered?: number;
 }
 
 export interface Sample {
@@ -21,6 +27,8 @@ export interface Sample {
   workload: string;
   values: Record<string, number>;
   seconds: number;
+  /** operations the workload performed (fio I/Os, metadata operations) */
+  ops?: number;
   daemonCpuS: number | null;
   stats: StatsDelta | null;
   detail: Record<string, unknown>;
@@ -65,6 +73,8 @@ export interface Results {
   notes: string[];
   valid: boolean;
   error?: string;
+  /** derived tables (also in results.md): fuse-uring ÷ libfuse ratios, CPU per operation */
+  summary?: Summary;
 }
 
 export interface Cell {
@@ -98,8 +108,99 @@ function sumStats(r: Results, config: string, workload?: string): StatsDelta | n
   const ss = r.samples.filter((s) => s.config === config && (!workload || s.workload === workload) && s.stats).map((s) => s.stats!);
   if (!ss.length) return null;
   const z: StatsDelta = { requests: 0, ringRequests: 0, devRequests: 0, wakeups: 0, cqes: 0, submits: 0, fixedIo: 0, errors: 0 };
-  for (const s of ss) for (const k of Object.keys(z) as (keyof StatsDelta)[]) z[k] += s[k];
+  for (const s of ss) for (const k of ["requests", "ringRequests", "devRequests", "wakeups", "cqes", "submits", "fixedIo", "errors"] as const) z[k] += s[k];
+  // counters only some engines have: a sum only when every sample has them
+  for (const k of ["enters", "nativeRequests", "answered"] as const) {
+    if (ss.every((s) => typeof s[k] === "number")) z[k] = ss.reduce((a, s) => a + s[k]!, 0);
+  }
   return z;
+}
+
+// ---- derived figures (results.json `summary` and the tables below) -----------------------------
+
+export interface RatioRow {
+  metric: string;
+  label: string;
+  unit: string;
+  /** per pair: the fuse-uring configuration used (the long-TTL variant for metadata rows), medians, ratio */
+  cells: Array<{ a: string; b: string; aMedian: number | null; bMedian: number | null; ratio: number | null } | null>;
+}
+
+export interface Summary {
+  libfuse: { pairs: typeof LIBFUSE_PAIRS; rows: RatioRow[]; note: string } | null;
+  /** µs of daemon CPU per workload operation (fio I/O or metadata op), median over rounds */
+  cpuPerOpUs: Record<string, Record<string, number | null>>;
+  /** fuse-uring: µs of daemon CPU per FUSE request answered, median over rounds */
+  cpuPerRequestUs: Record<string, Record<string, number | null>>;
+  /** fuse-uring, per workload: hand-offs (JS wake-ups from another thread), io_uring_enter calls and CQEs per enter */
+  perRequest: Record<string, Record<string, { handoffs: number | null; enters: number | null; cqesPerEnter: number | null; native: number | null } | null>>;
+}
+
+const finite = (x: number) => (Number.isFinite(x) ? x : null);
+const metricWorkload = (r: Results, metric: string) => r.workloads.find((w) => w.metrics.some((m) => m.id === metric))?.id ?? "";
+
+/** The fuse-uring side of a libfuse pair for a metric: its long-TTL variant on the metadata rows, when it ran. */
+function fuseSide(r: Results, a: string, metric: string): string {
+  if (!META_WORKLOADS.includes(metricWorkload(r, metric))) return a;
+  const v = `${a}-ttl`;
+  return r.samples.some((s) => s.config === v && s.values[metric] !== undefined) ? v : a;
+}
+
+function medianOver(xs: number[]): number | null {
+  const ok = xs.filter((x) => Number.isFinite(x));
+  return ok.length ? median(ok) : null;
+}
+
+export function summarize(r: Results): Summary {
+  const ids = new Set(r.samples.map((s) => s.config));
+  const pairs = LIBFUSE_PAIRS.filter((p) => ids.has(p.b) && (ids.has(p.a) || ids.has(`${p.a}-ttl`)));
+  let libfuse: Summary["libfuse"] = null;
+  if (pairs.length) {
+    const rows: RatioRow[] = [];
+    for (const m of allMetrics(r)) {
+      const cells = pairs.map((p) => {
+        const a = fuseSide(r, p.a, m.id);
+        const ca = cell(r, m.id, a), cb = cell(r, m.id, p.b);
+        if (!ca && !cb) return null;
+        return { a, b: p.b, aMedian: ca?.median ?? null, bMedian: cb?.median ?? null, ratio: finite(perf(m, ca, cb)) };
+      });
+      if (cells.some((c) => c?.ratio !== null && c?.ratio !== undefined)) rows.push({ metric: m.id, label: m.label, unit: m.unit, cells });
+    }
+    libfuse = {
+      pairs, rows,
+      note: "ratio = fuse-uring median ÷ libfuse median (> 1: fuse-uring better; latency rows inverted). Metadata rows (create/stat/unlink, metadata) use the fuse-uring configuration's ttl86400 variant (--entry-ttl/--attr-ttl/--negative-ttl 86400, passthrough_hp's cache lifetimes) when it ran",
+    };
+  }
+  const cpuPerOpUs: Summary["cpuPerOpUs"] = {};
+  const cpuPerRequestUs: Summary["cpuPerRequestUs"] = {};
+  const perRequest: Summary["perRequest"] = {};
+  for (const w of r.workloads) {
+    cpuPerOpUs[w.id] = {};
+    cpuPerRequestUs[w.id] = {};
+    perRequest[w.id] = {};
+    for (const c of ran(r).filter((c) => c.kind !== "raw")) {
+      const ss = r.samples.filter((s) => s.config === c.id && s.workload === w.id);
+      if (!ss.length) continue;
+      cpuPerOpUs[w.id]![c.id] = medianOver(ss.map((s) => (s.daemonCpuS !== null && s.ops ? (1e6 * s.daemonCpuS) / s.ops : NaN)));
+      if (c.kind === "libfuse") continue;
+      cpuPerRequestUs[w.id]![c.id] = medianOver(ss.map((s) => {
+        // JS-answered requests by opcode, plus those the shim answered natively (not in `ops`)
+        const n = s.stats ? (s.stats.answered !== undefined ? s.stats.answered + (s.stats.nativeRequests ?? 0) : s.stats.requests) : 0;
+        return s.daemonCpuS !== null && n > 0 ? (1e6 * s.daemonCpuS) / n : NaN;
+      }));
+      const st = sumStats(r, c.id, w.id);
+      const reqs = st ? st.requests : 0;
+      perRequest[w.id]![c.id] = st && reqs > 0
+        ? {
+          handoffs: per(st.wakeups, reqs),
+          enters: st.enters !== undefined ? per(st.enters, reqs) : null,
+          cqesPerEnter: st.enters !== undefined ? finite(per(st.cqes, st.enters)) : null,
+          native: st.nativeRequests !== undefined ? per(st.nativeRequests, reqs) : null,
+        }
+        : null;
+    }
+  }
+  return { libfuse, cpuPerOpUs, cpuPerRequestUs, perRequest };
 }
 
 const per = (a: number, b: number) => (b > 0 ? a / b : NaN);
@@ -116,7 +217,9 @@ export function markdown(r: Results): string {
   out.push(
     `Machine: ${h.cpus} CPUs, ${h.memGiB} GiB, Linux ${h.kernel}; ${h.fio}, bun ${h.bun}; code: git ${h.git}, snapshot ${h.codeHash}${h.env && Object.keys(h.env as object).length ? `, env ${Object.entries(h.env as object).map(([k, v]) => `${k}=${v}`).join(" ")}` : ""}; load average at start ${h.loadStart}, at end ${h.loadEnd ?? "?"}. ` +
       `Parameters: fio \`--size=${p.size}\` per job file, \`--runtime=${p.runtimeS}\` (time based), queue-depth workloads with \`--ioengine=${p.aioEngine}\`; metadata ${p.metaFiles} files (readdir of ${Math.min(10000, Number(p.metaFiles) - Math.floor(Number(p.metaFiles) / 4))} entries); ` +
-      `daemon \`--queue-depth ${p.queueDepth} --max-write ${p.maxWrite}\`, RLIMIT_NOFILE ${p.daemonNofile}. Command: \`${r.meta.command}\`.`,
+      `daemon \`--queue-depth ${p.queueDepth} --max-write ${p.maxWrite}\`, RLIMIT_NOFILE ${p.daemonNofile}. ` +
+      (h.libfuse ? `libfuse: \`${(h.libfuse as { path: string }).path}\` (sha256 ${(h.libfuse as { sha256: string }).sha256.slice(0, 16)}…). ` : "") +
+      `Command: \`${r.meta.command}\`.`,
   );
   out.push("");
   out.push(`Median of ${r.meta.reps} rounds, [min–max] below it. Higher is better except latency (µs).`);
@@ -139,7 +242,11 @@ export function markdown(r: Results): string {
   if (has("pt-uring") && has("pt-uring-nofixed")) pairs.push(["pt uring fixed ÷ not fixed", "pt-uring", "pt-uring-nofixed"]);
   if (has("kpt") && has("pt-uring")) pairs.push(["kernel pt ÷ pt uring", "kpt", "pt-uring"]);
   if (has("pt-classic") && has("memfs-classic")) pairs.push(["pt classic ÷ memfs classic", "pt-classic", "memfs-classic"]);
-  const vsRaw = raw ? cfgs.filter((c) => c.id !== "raw") : [];
+  if (has("pt-uring") && has("pt-uring-js")) pairs.push(["pt uring native ÷ JS data plane", "pt-uring", "pt-uring-js"]);
+  if (has("pt-classic") && has("pt-classic-js")) pairs.push(["pt classic native ÷ JS data plane", "pt-classic", "pt-classic-js"]);
+  if (has("burn-w2") && has("burn-w1")) pairs.push(["burn 2 workers ÷ 1 worker", "burn-w2", "burn-w1"]);
+  // the ÷ raw columns: only configurations that run the raw workloads (not the metadata-only or burn ones)
+  const vsRaw = raw ? cfgs.filter((c) => c.id !== "raw" && !c.workloads) : [];
   out.push(`Relative performance from the medians (> 1 = the first is better; for latency the inverse ratio of µs). "÷ raw" is the fraction of the raw tmpfs figure.`);
   out.push("");
   const rhead = ["Workload", ...pairs.map((x) => x[0]), ...vsRaw.map((c) => `${c.label} ÷ raw`)];
@@ -155,10 +262,49 @@ export function markdown(r: Results): string {
   out.push(table(rhead, rrows));
   out.push("");
 
+  // fuse-uring ÷ libfuse
+  const sum = r.summary ?? summarize(r);
+  if (sum.libfuse) {
+    const lf = sum.libfuse;
+    out.push(`**fuse-uring ÷ libfuse** (passthrough_hp), from the medians of the interleaved rounds: > 1 = fuse-uring better (latency: inverse ratio of µs). Metadata rows marked † compare the ttl86400 variant (\`--entry-ttl 86400 --attr-ttl 86400 --negative-ttl 86400\`, passthrough_hp's cache lifetimes). Absolute values are in the first table.`);
+    out.push("");
+    const lrows = lf.rows.map((row) => [
+      row.label,
+      ...row.cells.map((c, i) => {
+        if (!c || c.ratio === null) return "–";
+        const ttl = c.a !== lf.pairs[i]!.a ? "†" : "";
+        return `**${fmtRatio(c.ratio)}**${ttl}`;
+      }),
+    ]);
+    out.push(table(["Workload", ...lf.pairs.map((p) => p.label)], lrows));
+    out.push("");
+  }
+
+  // CPU per operation
+  const fuseCfgs = cfgs.filter((c) => c.kind !== "raw");
+  if (fuseCfgs.length) {
+    out.push(`Daemon CPU per operation, µs (utime+stime of the daemon's process tree over the workload ÷ fio I/Os or metadata operations; median over rounds). For fuse-uring also "/ req": per FUSE request answered (the stats file's per-opcode \`ops\` counts).`);
+    out.push("");
+    const crows = r.workloads.map((w) => [
+      w.label,
+      ...fuseCfgs.map((c) => {
+        const op = sum.cpuPerOpUs[w.id]?.[c.id];
+        if (op === undefined) return "–";
+        const rq = sum.cpuPerRequestUs[w.id]?.[c.id];
+        return `${op === null ? "?" : fmtNum(op)}${rq !== undefined && rq !== null ? ` · ${fmtNum(rq)} / req` : ""}`;
+      }),
+    ]);
+    out.push(table(["Workload", ...fuseCfgs.map((c) => c.label)], crows));
+    out.push("");
+  }
+
   // resources
   out.push(`Daemon resources per configuration (per round: one daemon per configuration and round). Peak RSS = VmHWM at the end of the round; CPU = utime+stime of the daemon (all threads) while the workloads ran; requests/CQEs per wake-up over all workloads.`);
   out.push("");
   const fuse = cfgs.filter((c) => c.kind !== "raw");
+  const ours = fuse.filter((c) => c.kind !== "libfuse");
+  const anyEnters = ours.some((c) => sumStats(r, c.id)?.enters !== undefined);
+  const anyNative = ours.some((c) => sumStats(r, c.id)?.nativeRequests !== undefined);
   const resRows = fuse.map((c) => {
     const rs = r.resources.filter((x) => x.config === c.id);
     const rss = rs.map((x) => x.peakRssKiB).filter((x): x is number => x !== null);
@@ -174,12 +320,37 @@ export function markdown(r: Results): string {
       s ? fmtNum(s.wakeups) : "–",
       s ? fmtNum(per(s.requests, s.wakeups)) : "–",
       s ? (c.transport === "uring" ? fmtNum(per(s.cqes, s.wakeups)) : "–") : "–",
+      s ? fmtNum(per(s.wakeups, s.requests)) : "–",
+      ...(anyEnters ? [s?.enters !== undefined ? fmtNum(per(s.enters, s.requests)) : "–", s?.enters !== undefined ? fmtNum(per(s.cqes, s.enters)) : "–"] : []),
+      ...(anyNative ? [s?.nativeRequests !== undefined ? fmtNum(s.nativeRequests) : "–"] : []),
       s ? fmtNum(s.fixedIo) : "–",
       s ? fmtNum(s.errors) : "–",
     ];
   });
-  out.push(table(["Configuration", "Peak RSS MiB (median [max])", "CPU s per round", "Pinned MiB", "Requests", "Wake-ups", "Req/wake-up", "CQEs/wake-up", "Fixed I/O", "Error replies"], resRows));
+  out.push(table([
+    "Configuration", "Peak RSS MiB (median [max])", "CPU s per round", "Pinned MiB", "Requests", "Wake-ups", "Req/wake-up", "CQEs/wake-up", "Hand-offs/req",
+    ...(anyEnters ? ["Enters/req", "CQEs/enter"] : []), ...(anyNative ? ["Native req"] : []), "Fixed I/O", "Error replies",
+  ], resRows));
   out.push("");
+  out.push(`Requests = \`ringRequests + devRequests\` (+ \`nativeRequests\` when the stats file has it). Hand-offs per request = \`wakeups ÷ requests\`: how often a JS thread had to be woken from another thread per FUSE request (0 when requests are served on the thread that waited for them).${anyEnters ? " Enters/req = io_uring_enter calls per request; CQEs/enter = completions reaped per call." : " (Enters/req and CQEs/enter appear when the stats file has `enters`.)"} libfuse has no counters: its rows show RSS and CPU only.`);
+  out.push("");
+  if (ours.length) {
+    out.push(`Per FUSE request and workload (fuse-uring): hand-offs${anyEnters ? " · io_uring_enter calls · CQEs per enter" : ""}${anyNative ? " · share answered natively" : ""}.`);
+    out.push("");
+    const prows = r.workloads.map((w) => [
+      w.label,
+      ...ours.map((c) => {
+        const x = sum.perRequest[w.id]?.[c.id];
+        if (!x) return "–";
+        const parts = [x.handoffs === null ? "?" : fmtNum(x.handoffs)];
+        if (anyEnters) parts.push(x.enters === null ? "–" : fmtNum(x.enters), x.cqesPerEnter === null ? "–" : fmtNum(x.cqesPerEnter));
+        if (anyNative) parts.push(x.native === null ? "–" : `${Math.round(100 * x.native)} %`);
+        return parts.join(" · ");
+      }),
+    ]);
+    out.push(table(["Workload", ...ours.map((c) => c.label)], prows));
+    out.push("");
+  }
 
   // batching and CPU per workload
   if (fuse.length) {
@@ -191,7 +362,7 @@ export function markdown(r: Results): string {
         const s = sumStats(r, c.id, w.id);
         const cpu = r.samples.filter((x) => x.config === c.id && x.workload === w.id && x.daemonCpuS !== null).map((x) => (100 * x.daemonCpuS!) / x.seconds);
         if (!s && !cpu.length) return "–";
-        const b = s ? (c.transport === "uring" ? `${fmtNum(per(s.requests, s.wakeups))} · ${fmtNum(per(s.cqes, s.wakeups))}` : fmtNum(per(s.requests, s.wakeups))) : "?";
+        const b = s ? (c.transport === "uring" ? `${fmtNum(per(s.requests, s.wakeups))} · ${fmtNum(per(s.cqes, s.wakeups))}` : fmtNum(per(s.requests, s.wakeups))) : c.kind === "libfuse" ? "–" : "?";
         return `${b} · ${cpu.length ? `${Math.round(median(cpu))} %` : "?"}`;
       }),
     ]);
@@ -252,8 +423,16 @@ export function svg(r: Results): string {
   const dLo = Math.floor(Math.log10(lo));
   const dHi = Math.max(Math.log10(hi) + 0.25, dLo + 1); // headroom for the labels above the bars
   const barW = 14, gap = 22, left = 64, top = 70, plotH = 360, bottom = 170;
-  const groupW = cfgs.length * barW;
-  const width = Math.max(720, left + metrics.length * (groupW + gap) + 20);
+  // a group has a bar for each configuration that ran the metric (metadata-only and burn
+  // configurations appear only in their own groups)
+  const groupCfgs = metrics.map((m) => cfgs.filter((c) => cell(r, m.id, c.id)));
+  const groupX: number[] = [];
+  let gxNext = left + 10;
+  for (const g of groupCfgs) {
+    groupX.push(gxNext);
+    gxNext += g.length * barW + gap;
+  }
+  const width = Math.max(720, gxNext + 20);
   const height = top + plotH + bottom;
   const y = (q: number) => top + plotH - ((Math.log10(q) - dLo) / (dHi - dLo)) * plotH;
   const o: string[] = [];
@@ -281,9 +460,10 @@ export function svg(r: Results): string {
   o.push(`<line x1="${left}" x2="${width - 10}" y1="${y1}" y2="${y1}" stroke="#222" stroke-dasharray="5,3"/>`);
   o.push(`<text x="${width - 12}" y="${Number(y1) - 4}" text-anchor="end" fill="#222">${hasRaw ? "raw tmpfs = 1×" : "best = 1×"}</text>`);
   metrics.forEach((m, gi) => {
-    const gx = left + 10 + gi * (groupW + gap);
+    const gx = groupX[gi]!;
+    const groupW = groupCfgs[gi]!.length * barW;
     const ref = refOf(m);
-    cfgs.forEach((c, ci) => {
+    groupCfgs[gi]!.forEach((c, ci) => {
       const x = cell(r, m.id, c.id);
       if (!x) return;
       const bx = gx + ci * barW;
@@ -300,7 +480,7 @@ export function svg(r: Results): string {
     const lxg = gx + groupW / 2;
     o.push(
       `<text transform="translate(${lxg},${top + plotH + 12}) rotate(-40)" text-anchor="end" fill="#222"><tspan x="0">${esc(m.label)}</tspan>` +
-        `<tspan x="0" dy="12" fill="#777" font-size="9">${esc(`${hasRaw ? "raw" : "best"} ${fmtNum(ref)} ${m.unit}`)}</tspan></text>`,
+        `<tspan x="0" dy="12" fill="#777" font-size="9">${esc(`${hasRaw && cell(r, m.id, "raw") ? "raw" : "best"} ${fmtNum(ref)} ${m.unit}`)}</tspan></text>`,
     );
   });
   o.push(`<line x1="${left}" x2="${left}" y1="${top}" y2="${top + plotH}" stroke="#888"/>`);

@@ -1,6 +1,6 @@
 // Small helpers for the benchmark harness: processes, /proc, mounts, statistics, formatting.
 
-import { readFileSync, statSync, existsSync, writeFileSync } from "node:fs";
+import { readFileSync, readdirSync, readlinkSync, statSync, existsSync, writeFileSync } from "node:fs";
 
 export class BenchError extends Error {}
 
@@ -16,9 +16,10 @@ export interface RunResult {
 }
 
 /** Run a command to completion with a hard timeout (SIGKILL), capturing both streams. */
-export async function run(cmd: string[], opts: { timeoutMs: number; cwd?: string }): Promise<RunResult> {
+export async function run(cmd: string[], opts: { timeoutMs: number; cwd?: string; env?: Record<string, string> }): Promise<RunResult> {
   const t0 = performance.now();
-  const p = Bun.spawn({ cmd, cwd: opts.cwd, stdout: "pipe", stderr: "pipe", stdin: "ignore" });
+  const env = opts.env ? { ...process.env, ...opts.env } : undefined;
+  const p = Bun.spawn({ cmd, cwd: opts.cwd, env, stdout: "pipe", stderr: "pipe", stdin: "ignore" });
   let timedOut = false;
   const timer = setTimeout(() => {
     timedOut = true;
@@ -95,6 +96,55 @@ export function cpuSeconds(pid: number): number | null {
   } catch {
     return null;
   }
+}
+
+/**
+ * utime+stime of a process and all its live descendants (all threads), plus the cutime+cstime of
+ * each (children that exited and were waited for), in seconds; null when `pid` is gone.
+ * Daemons that fork helpers (or a wrapper that execs) are measured whole.
+ */
+export function treeCpuSeconds(pid: number): number | null {
+  const parent = new Map<number, number>();
+  const ticks = new Map<number, number>();
+  for (const e of readdirSync("/proc")) {
+    if (!/^\d+$/.test(e)) continue;
+    try {
+      const s = readFileSync(`/proc/${e}/stat`, "utf8");
+      const f = s.slice(s.lastIndexOf(")") + 2).split(" ");
+      parent.set(Number(e), Number(f[1]));
+      ticks.set(Number(e), Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14]));
+    } catch {}
+  }
+  if (!ticks.has(pid)) return null;
+  let total = 0;
+  for (const [p, t] of ticks) {
+    for (let q: number | undefined = p, depth = 0; q && q > 1 && depth < 64; q = parent.get(q), depth++) {
+      if (q === pid) {
+        total += t;
+        break;
+      }
+    }
+  }
+  return total / CLK_TCK;
+}
+
+/** Bytes a process has read through read-like syscalls (`rchar` of /proc/PID/io); null when gone. */
+export function rcharBytes(pid: number): number | null {
+  const m = readText(`/proc/${pid}/io`).match(/^rchar:\s+(\d+)/m);
+  return m ? Number(m[1]) : null;
+}
+
+/** How many io_uring instances a process holds open (readlink of /proc/PID/fd/*). */
+export function uringFds(pid: number): number {
+  let n = 0;
+  try {
+    for (const fd of readdirSync(`/proc/${pid}/fd`)) {
+      try {
+        if (readlinkSync(`/proc/${pid}/fd/${fd}`) === "anon_inode:[io_uring]") n++;
+      } catch {}
+    }
+  } catch {}
+  return n;
 }
 
 /** A field of /proc/PID/status in KiB (VmHWM, VmRSS); null when it is gone. */

@@ -23,7 +23,7 @@ export interface Params {
 export interface Workload {
   id: string;
   label: string;
-  kind: "fio" | "meta";
+  kind: "fio" | "meta" | "csu";
   /** fio arguments besides the common ones (see fioCommand) */
   fio?: string[];
   /** data files this workload reads/writes: f.0 … f.(jobs-1) */
@@ -48,7 +48,7 @@ const mix = (qd: number, jobs: number): Workload => ({
   fio: ["--rw=randrw", "--rwmixread=70", "--bs=4k", "--direct=1", AIO, `--iodepth=${qd}`, `--numjobs=${jobs}`],
   jobs,
   metrics: [IOPS(`mix70-qd${qd}-j${jobs}`, `4K 70/30 randrw QD${qd} ×${jobs}`)],
-  inQuick: qd === 64 && jobs === 4,
+  inQuick: false,
   description: `fio randrw 70 % reads, 4 KiB, O_DIRECT, async engine (--aio-engine), iodepth ${qd}, numjobs ${jobs}; read+write IOPS`,
 });
 
@@ -82,7 +82,7 @@ export const WORKLOADS: Workload[] = [
     description: "fio random read, 4 KiB, O_DIRECT, sync engine (QD1), numjobs 2; IOPS and clat p50/p99",
   },
   {
-    id: "randwrite-4k-qd1", label: "rand write 4K QD1 ×2", kind: "fio", jobs: 2, inQuick: false,
+    id: "randwrite-4k-qd1", label: "rand write 4K QD1 ×2", kind: "fio", jobs: 2, inQuick: true,
     fio: ["--rw=randwrite", "--bs=4k", "--direct=1", ...sync2],
     metrics: [IOPS("randwrite-4k-qd1", "rand write 4K QD1 ×2")],
     description: "fio random write, 4 KiB, O_DIRECT, sync engine (QD1), numjobs 2",
@@ -93,12 +93,28 @@ export const WORKLOADS: Workload[] = [
     metrics: [IOPS("randread-4k-qd16", "rand read 4K QD16")],
     description: "fio random read, 4 KiB, O_DIRECT, async engine (--aio-engine, default libaio), iodepth 16, numjobs 1",
   },
+  {
+    id: "csu", label: "create/stat/unlink", kind: "csu", jobs: 0, inQuick: true,
+    metrics: [
+      OPS("csu-create", "create (csu)"),
+      OPS("csu-stat", "stat (csu, statx force-sync)"),
+      OPS("csu-unlink", "unlink (csu)"),
+      OPS("csu", "create+stat+unlink"),
+    ],
+    description: "bench/meta.py csu (separate process): create N files in 2 directories, statx(AT_STATX_FORCE_SYNC) each, unlink all; create+stat+unlink = 3N ÷ the three phases' time",
+  },
+  {
+    id: "burn-read-4k-qd1", label: "burn fs: rand read 4K QD1 ×2", kind: "fio", jobs: 2, inQuick: true,
+    fio: ["--rw=randread", "--bs=4k", "--direct=1", ...sync2],
+    metrics: [IOPS("burn-read-4k-qd1", "burn fs: rand read 4K QD1 ×2 (50 µs handler)")],
+    description: "fio random read, 4 KiB, O_DIRECT, sync engine (QD1), numjobs 2, on bench/fs/burn.ts (READ handler burns ~50 µs of CPU): only the burn configurations",
+  },
   mix(1, 1),
   mix(1, 4),
   mix(64, 1),
   mix(64, 4),
   {
-    id: "meta", label: "metadata", kind: "meta", jobs: 0, inQuick: true,
+    id: "meta", label: "metadata", kind: "meta", jobs: 0, inQuick: false,
     metrics: [
       OPS("meta-create", "create files"),
       OPS("meta-stat", "stat files (statx force-sync)"),
@@ -183,6 +199,8 @@ function parseFio(r: Awaited<ReturnType<typeof run>>, cmd: string[], context: st
 
 export interface WorkloadResult {
   values: Record<string, number>;
+  /** operations the workload performed (fio I/Os; files × phases for the metadata helper) */
+  ops: number;
   seconds: number;
   detail: Record<string, unknown>;
 }
@@ -205,6 +223,7 @@ export async function runWorkload(w: Workload, dir: string, p: Params, context: 
     }
     return {
       values,
+      ops: (j.read.total_ios ?? 0) + (j.write.total_ios ?? 0),
       seconds: r.seconds,
       detail: {
         readBytes: j.read.io_bytes, writeBytes: j.write.io_bytes, readIops: j.read.iops, writeIops: j.write.iops,
@@ -212,13 +231,24 @@ export async function runWorkload(w: Workload, dir: string, p: Params, context: 
       },
     };
   }
-  const cmd = ["python3", join(repo, "bench/meta.py"), "meta", dir, String(p.metaFiles), String(p.readdirMinS)];
+  const cmd = w.kind === "csu"
+    ? ["python3", join(repo, "bench/meta.py"), "csu", dir, String(p.metaFiles)]
+    : ["python3", join(repo, "bench/meta.py"), "meta", dir, String(p.metaFiles), String(p.readdirMinS)];
   const r = await run(cmd, { timeoutMs: 600_000 });
   if (r.timedOut || r.code !== 0) {
     throw new BenchError(`metadata helper failed${r.timedOut ? " (timed out)" : ` (exit ${r.code})`} — ${context}: \`${cmd.join(" ")}\`\n${r.stderr.trim().slice(-2000)}`);
   }
-  const out = JSON.parse(r.stdout) as Record<string, { ops: number; s: number }> & { statMode: string };
+  const out = JSON.parse(r.stdout) as Record<string, { ops: number; s: number; passes?: number }> & { statMode: string };
   const values: Record<string, number> = {};
-  for (const ph of ["create", "stat", "readdir", "unlink"]) values[`meta-${ph}`] = out[ph]!.ops / out[ph]!.s;
-  return { values, seconds: r.seconds, detail: out };
+  const phases = w.kind === "csu" ? ["create", "stat", "unlink"] : ["create", "stat", "readdir", "unlink"];
+  for (const ph of phases) values[`${w.id}-${ph}`] = out[ph]!.ops / out[ph]!.s;
+  let ops = 0;
+  if (w.kind === "csu") {
+    ops = out.create!.ops + out.stat!.ops + out.unlink!.ops;
+    values.csu = ops / (out.create!.s + out.stat!.s + out.unlink!.s);
+  } else {
+    // a readdir pass (opendir, READDIRPLUS batches, releasedir) counts as one operation
+    ops = out.create!.ops + out.stat!.ops + out.unlink!.ops + (out.readdir!.passes ?? 0);
+  }
+  return { values, ops, seconds: r.seconds, detail: out };
 }

@@ -8,6 +8,7 @@ import { accessSync, constants, existsSync, mkdtempSync, openSync, closeSync, re
 import { arch, platform, release, tmpdir } from "node:os";
 import { join } from "node:path";
 import type { DoctorCommand } from "../args.ts";
+import { VERSION, versionLine } from "../version.ts";
 
 export type Status = "OK" | "WARN" | "FAIL";
 
@@ -22,6 +23,8 @@ export interface Check {
 
 export interface DoctorReport {
   ok: boolean;
+  /** fuse-uring's version (package.json). */
+  version: string;
   checks: Check[];
   kernel: {
     release: string;
@@ -183,7 +186,7 @@ export async function runChecks(): Promise<DoctorReport> {
   const sysAdmin = hasCap(CAP_SYS_ADMIN);
   const cpus = possibleCpuCount();
   const pinned = cpus * DEFAULT_DEPTH * (DEFAULT_MAX_WRITE + ENTRY_HEADER);
-  const report: DoctorReport = { ok: false, checks, kernel: { release: release() }, possibleCpus: cpus, pinnedBytesDefault: pinned };
+  const report: DoctorReport = { ok: false, version: VERSION, checks, kernel: { release: release() }, possibleCpus: cpus, pinnedBytesDefault: pinned };
 
   // platform + shim
   if (platform() !== "linux") {
@@ -374,7 +377,8 @@ export function formatReport(r: DoctorReport, color = false): string {
     if (!color) return text;
     return `${s === "OK" ? "\x1b[32m" : s === "WARN" ? "\x1b[33m" : "\x1b[31m"}${text}\x1b[0m`;
   };
-  const lines = r.checks.map((c) => `${paint(c.status)} ${c.id}: ${c.message}${c.fix && c.status !== "OK" ? ` — fix: ${c.fix}` : ""}`);
+  const lines = [versionLine()];
+  lines.push(...r.checks.map((c) => `${paint(c.status)} ${c.id}: ${c.message}${c.fix && c.status !== "OK" ? ` — fix: ${c.fix}` : ""}`));
   const warns = r.checks.filter((c) => c.status === "WARN").length;
   lines.push(
     r.ok

@@ -1,10 +1,13 @@
 // `fuse-uring mount …`: mounts in the foreground and stays until the mount goes away.
 
+import { resolve } from "node:path";
 import { statSync } from "node:fs";
 import type { InodeFS } from "../../lib/fs/types.ts";
 import { mount, type Mount } from "../../lib/mount.ts";
-import { detach, isFuseMount } from "../../lib/mountpoint.ts";
+import { detach, fuseDeviceAt, isDeviceMounted } from "../../lib/mountpoint.ts";
 import type { MountCommand } from "../args.ts";
+import { publishStats, statsPathFor } from "../runtime.ts";
+import { VERSION } from "../version.ts";
 
 function deadMountError(mountpoint: string): string | null {
   try {
@@ -51,20 +54,46 @@ async function loadFilesystem(cmd: MountCommand): Promise<{ fs: InodeFS; label: 
   }
 }
 
-/** Exit code when the connection was aborted (fusectl abort, or the kernel gave up on it). */
-export const EXIT_ABORTED = 3;
+/** Exit codes of `fuse-uring mount` (documented in USAGE and README). */
+export const EXIT = { unmount: 0, signal: 0, error: 1, usage: 2, aborted: 3 } as const;
+
+/**
+ * How the session ended, as the one stop line names it, and the exit code that tells the ways
+ * apart. `reason` is the session's end reason (Mount.closed). A connection aborted through
+ * fusectl leaves its mount (device `dev`) in place, which identifies it also when the session
+ * reports the end generically.
+ */
+export function stopReason(reason: string, signal: string | null, dev: string | null): { text: string; code: number } {
+  if (signal) return { text: `signal ${signal}`, code: EXIT.signal };
+  // "connection aborted" (the dead mount was detached) or "…; detaching the dead mount failed: …"
+  if (/abort/i.test(reason)) return { text: reason.startsWith("connection aborted") ? reason : "connection aborted", code: EXIT.aborted };
+  // The transports may see the end as ENODEV (/dev/fuse) or ENOTCONN (ring entries) first.
+  if (reason === "unmounted" || /\b(ENOTCONN|ENODEV)\b/.test(reason)) {
+    if (dev && isDeviceMounted(dev)) return { text: "connection aborted", code: EXIT.aborted };
+    return { text: "unmount", code: EXIT.unmount };
+  }
+  return { text: `error: ${reason}`, code: EXIT.error };
+}
 
 export async function runMount(cmd: MountCommand): Promise<number> {
   const { fs, label } = await loadFilesystem(cmd);
+  if (cmd.workers > 1 && fs.replicable !== true) {
+    process.stderr.write(
+      `fuse-uring: cannot mount ${label} with --workers ${cmd.workers}: each worker runs its own copy of the filesystem, so its ` +
+        `node ids and file handles must be computed alike in every copy; declare \`replicable: true\` on the InodeFS ` +
+        `(memfs, tree(), paths() and the passthrough keep per-thread state and run on one thread)\n`,
+    );
+    return 1;
+  }
   const stale = cleanStaleMount(cmd.mountpoint, (line) => process.stderr.write(line + "\n"));
   if (stale) {
     process.stderr.write(`fuse-uring: cannot mount ${label} at ${cmd.mountpoint}: ${stale}\n`);
     return 1;
   }
-  if (isFuseMount(cmd.mountpoint)) {
+  if (fuseDeviceAt(cmd.mountpoint) !== null) {
     // Stacking a second FUSE mount hides the first one's files: almost always a mistake.
     process.stderr.write(`fuse-uring: ${cmd.mountpoint} is already a FUSE mount (served by another daemon); unmount it first: fuse-uring unmount ${cmd.mountpoint}\n`);
-    return 2;
+    return EXIT.usage;
   }
   // A handler's stray promise (fire-and-forget, not returned) that rejects must not take the
   // whole mount down with every caller: log it once per distinct error and serve on.
@@ -106,23 +135,29 @@ export async function runMount(cmd: MountCommand): Promise<number> {
       writebackCache: cmd.writebackCache,
       kernelPassthrough: cmd.kernelPassthrough,
       fixedBuffers: cmd.fixedBuffers,
+      dataPlane: cmd.dataPlane,
+      workers: cmd.workers,
+      workerModule: cmd.workers > 1 && cmd.fs.type === "script" ? { path: resolve(cmd.fs.path), args: cmd.fs.args, mountpoint: cmd.mountpoint } : null,
       entryTtl: cmd.entryTtl,
       attrTtl: cmd.attrTtl,
       negativeTtl: cmd.negativeTtl,
       requestTimeout: cmd.requestTimeout,
+      vfs: cmd.vfs,
     });
   } catch (e) {
     process.stderr.write(`fuse-uring: cannot mount ${label} at ${cmd.mountpoint}: ${e instanceof Error ? e.message : String(e)}\n`);
     return 1;
   }
   process.stderr.write(`fuse-uring: mounted ${label} at ${cmd.mountpoint} (transport=${m.transport}: ${m.transportReason})\n`);
+  const dev = fuseDeviceAt(cmd.mountpoint);
+  // Live stats for `fuse-uring stats MNT`, found through the mount's device number.
+  const mounted = m;
+  const live = dev ? publishStats(statsPathFor(dev), () => ({ ...mounted.stats(), pid: process.pid, version: VERSION, label, device: dev })) : null;
   if (signalled) unmountNow(m);
   const reason = await m.closed;
+  live?.stop();
   if (cmd.debug) process.stderr.write(`fuse-uring: session ended: ${reason}${signalled ? ` (after ${signalled})` : reason === "unmounted" ? " (external unmount)" : ""}\n`);
-  if (reason.startsWith("connection aborted")) {
-    const detached = reason.includes("detaching the dead mount failed") ? "" : "; the dead mount was detached";
-    process.stderr.write(`fuse-uring: ${cmd.mountpoint}: ${reason} (fusectl abort, or the kernel ended the connection)${detached}\n`);
-    return EXIT_ABORTED;
-  }
-  return 0;
+  const stop = stopReason(reason, signalled, dev);
+  process.stderr.write(`fuse-uring: unmounted ${cmd.mountpoint} (${stop.text})\n`);
+  return stop.code;
 }

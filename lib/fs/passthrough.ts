@@ -600,7 +600,11 @@ export class PassthroughFS implements InodeFS {
   /** The open reply for a new handle `fd` of node `n` (registers kernel passthrough if on). */
   protected openReply(n: PassthroughNode, fd: number): OpenReply {
     n.opens++;
-    if (!this.kernelPassthrough || n.noPassthrough || (n.mode & S_IFMT) !== S_IFREG || !this.info) return { fh: fd };
+    // The shim serves READ/WRITE/FSYNC of this fd itself (native data plane) unless a write
+    // must clear set-user/group-ID bits, which needs the JS write path.
+    if (!this.kernelPassthrough || n.noPassthrough || (n.mode & S_IFMT) !== S_IFREG || !this.info) {
+      return n.mode & (S_ISUID | S_ISGID) ? { fh: fd } : { fh: fd, backingFd: fd };
+    }
     if (!n.backingId) {
       try {
         n.backingId = this.info.backingOpen(fd);
@@ -609,6 +613,7 @@ export class PassthroughFS implements InodeFS {
         if (errno === Errno.EPERM) {
           this.kernelPassthrough = false;
           this.log("pt-eperm", "fuse-uring: passthrough: kernel passthrough needs CAP_SYS_ADMIN (FUSE_DEV_IOC_BACKING_OPEN: EPERM); serving file data through the daemon");
+          return n.mode & (S_ISUID | S_ISGID) ? { fh: fd } : { fh: fd, backingFd: fd };
         } else {
           n.noPassthrough = true;
           this.log(`pt-${errno}`, `fuse-uring: passthrough: FUSE_DEV_IOC_BACKING_OPEN failed (${e instanceof Error ? e.message : String(e)}); such files are served through the daemon`);

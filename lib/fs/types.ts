@@ -73,6 +73,13 @@ export interface OpenReply {
   cacheDir?: boolean; // FOPEN_CACHE_DIR (opendir)
   /** Kernel passthrough: backing id from Session.backingOpen(); sets FOPEN_PASSTHROUGH. */
   backingId?: number;
+  /**
+   * Native data plane: READ, WRITE and FSYNC of this handle are served by the shim from this
+   * file descriptor (pread/pwrite semantics at the kernel's offsets) without calling the
+   * read/write/fsync handlers. The filesystem keeps owning the fd: keep it open until
+   * `release` for this fh is called, close it there. Ignored with `dataPlane: "js"`.
+   */
+  backingFd?: number;
 }
 
 /** Changes requested by SETATTR; only the present fields change. */
@@ -142,6 +149,12 @@ export interface CreateReply {
 
 /** The inode filesystem interface. Node id 1 is the root. */
 export interface InodeFS {
+  /**
+   * True when copies of this filesystem (one per worker thread with `--workers N`) answer every
+   * request alike: node ids and file handles are computed from the request (not numbered per
+   * copy) and no answer depends on state another copy changed. Required for workers > 1.
+   */
+  replicable?: boolean;
   init?(info: InitInfo): void | Promise<void>;
   destroy?(): void | Promise<void>;
 

@@ -32,8 +32,12 @@ class Node {
   /** Open file and directory handles. */
   opens = 0;
   readonly children = new Map<string, Node>();
-  /** Last time getattr found no size and computed it from readFile. */
+  /** Last time getattr found no size and computed it from readFile (or the size comes at open). */
   dynamic = false;
+  /** getattr said sizeAtOpen: size = what the last open produced, attributes not cached. */
+  sizeAtOpen = false;
+  /** Bytes the last open of a sizeAtOpen file produced. */
+  openedSize = 0;
   /** Set once unlinked or replaced: the path it had. */
   stalePath: string | null = null;
   constructor(readonly ino: number, public name: string, public parent: Node | null) {}
@@ -130,7 +134,7 @@ export class PathFS implements InodeFS {
     this.defaults = {
       time: nowTimespec(),
       writable: !!(h.write || h.writeFile || h.truncate),
-      dirWritable: !!(h.create || h.mkdir || h.mknod || h.symlink || h.unlink || h.rename),
+      dirWritable: !!(h.create || h.writeFile || h.mkdir || h.mknod || h.symlink || h.unlink || h.rename),
     };
     this.snapshotReads = !h.read && typeof h.readFile === "function";
     this.snapshotWrites = !h.write && typeof h.writeFile === "function";
@@ -343,11 +347,18 @@ export class PathFS implements InodeFS {
     const st = await this.stat(path, ctx);
     let size: number | undefined;
     let dynamic = false;
-    if (this.snapshotReads && !hasSize(st) && typeOf(st, path) === S_IFREG) {
+    const atOpen = st.sizeAtOpen === true && typeOf(st, path) === S_IFREG;
+    if (atOpen) {
+      dynamic = true;
+      if (!hasSize(st)) size = node?.openedSize ?? 0;
+    } else if (this.snapshotReads && !hasSize(st) && typeOf(st, path) === S_IFREG) {
       size = contentLength(await this.handlers.readFile!(path, ctx), `readFile(${JSON.stringify(path)})`);
       dynamic = true;
     }
-    if (node) node.dynamic = dynamic;
+    if (node) {
+      node.dynamic = dynamic;
+      node.sizeAtOpen = atOpen;
+    }
     return toAttr(st, path, ino, this.defaults, size);
   }
 
@@ -356,6 +367,7 @@ export class PathFS implements InodeFS {
     const e: Entry = { ino: node.ino, attr };
     if (this.options.entryTtl !== undefined) e.entryTtl = this.options.entryTtl;
     if (this.options.attrTtl !== undefined) e.attrTtl = this.options.attrTtl;
+    if (node.sizeAtOpen) e.attrTtl = 0; // the size changes at every open
     return e;
   }
 
@@ -413,7 +425,8 @@ export class PathFS implements InodeFS {
       const size = handle.data ? handle.length : handle.blob ? handle.blob.size : undefined;
       return this.attrReply(toAttr({ type: "file", ...st }, handle.path, ino, this.defaults, size));
     }
-    return this.attrReply(await this.attrOf(node.path, ctx, ino, node));
+    const attr = await this.attrOf(node.path, ctx, ino, node);
+    return node.sizeAtOpen ? { attr, attrTtl: 0 } : this.attrReply(attr);
   }
 
   async setattr(ctx: RequestContext, ino: number, c: SetattrChanges): Promise<AttrReply> {
@@ -506,7 +519,9 @@ export class PathFS implements InodeFS {
     else if ((mode & S_IFMT) === S_IFREG && h.create) {
       const v = await h.create(path, mode & ~umask & 0o7777, O_WRONLY, ctx);
       await h.release?.(path, isOpened(v) ? v.handle : v, ctx);
-    } else throw new FuseError("EACCES", "no mknod/create handler");
+    } else if ((mode & S_IFMT) === S_IFREG && h.writeFile && !h.create) {
+      await h.writeFile(path, Buffer.alloc(0), ctx); // writeFile implies creation (see create)
+    } else throw new FuseError("EACCES", "no mknod/create handler (add create, or writeFile to create files by writing them)");
     return this.newEntry(ctx, p, name);
   }
 
@@ -631,6 +646,7 @@ export class PathFS implements InodeFS {
     if (handle.data || handle.blob) return; // loaded concurrently
     if (c instanceof Blob && !this.writable(handle.flags)) {
       handle.blob = c;
+      handle.node.openedSize = c.size;
       return;
     }
     const bytes = await contentBytes(c, `readFile(${JSON.stringify(handle.path)})`);
@@ -638,6 +654,7 @@ export class PathFS implements InodeFS {
     // A private copy when writable (the handler may keep returning the same buffer).
     handle.data = this.writable(handle.flags) ? new Uint8Array(bytes) : bytes;
     handle.length = bytes.length;
+    handle.node.openedSize = bytes.length;
   }
 
   private resize(handle: FileHandle, size: number): void {
@@ -748,9 +765,13 @@ export class PathFS implements InodeFS {
     checkName(name);
     const p = this.node(parent);
     const h = this.handlers;
-    if (!h.create) throw new FuseError("EACCES", "no create handler");
     const path = joinPath(p.path, name);
-    const v = await h.create(path, mode & ~umask & 0o7777, flags, ctx);
+    let v: unknown;
+    if (h.create) v = await h.create(path, mode & ~umask & 0o7777, flags, ctx);
+    // Without a create handler, writeFile creates: the new file starts empty (so getattr can
+    // find it) and gets its content when the writer closes it.
+    else if (h.writeFile) await h.writeFile(path, Buffer.alloc(0), ctx);
+    else throw new FuseError("EACCES", "no create handler (add create, or writeFile to create files by writing them)");
     const entry = await this.newEntry(ctx, p, name);
     const node = this.node(entry.ino);
     const handle = this.newHandle(node, path, isOpened(v) ? v.handle : v, flags);

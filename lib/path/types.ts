@@ -47,6 +47,13 @@ export interface StatLike {
   blksize?: number;
   /** Symlinks: the target (gives the size; readlink falls back to it). */
   target?: string;
+  /**
+   * Regular files whose content is produced when opened (readFile): stat never calls readFile
+   * for them. Without `size`, the size is what the last open produced (0 before the first);
+   * their attributes are not cached by the kernel and opens use direct I/O, so a reader always
+   * gets every byte. tree() marks its computed files this way.
+   */
+  sizeAtOpen?: boolean;
 }
 
 /** A readdir entry: a bare name, or a name with (some) attributes, which saves a LOOKUP. */
@@ -125,7 +132,10 @@ export interface PathHandlers<H = any> {
   fsync?(path: string, datasync: boolean, fh: H, ctx: RequestContext): MaybePromise<void>;
   release?(path: string, fh: H, ctx: RequestContext): MaybePromise<void>;
 
-  /** Create and open a regular file (O_CREAT). `mode` has the umask applied. */
+  /**
+   * Create and open a regular file (O_CREAT). `mode` has the umask applied. Without it,
+   * `writeFile` creates files: `writeFile(path, <empty>)` at creation, then the content on close.
+   */
   create?(path: string, mode: number, flags: number, ctx: RequestContext): MaybePromise<H | Opened<H> | void>;
   mknod?(path: string, mode: number, rdev: number, ctx: RequestContext): MaybePromise<void>;
   mkdir?(path: string, mode: number, ctx: RequestContext): MaybePromise<void>;

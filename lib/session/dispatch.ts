@@ -9,6 +9,7 @@ import {
   encodeOpenOut, encodeStatfsOut, encodeWriteOut, ENTRY_OUT_SIZE, getI64, getU64, OPEN_OUT_SIZE, setU64,
 } from "../protocol/codec.ts";
 import { FATTR, HDR_OP_IN, Op, FUSE_GETATTR_FH, FUSE_FSYNC_FDATASYNC, opName } from "../protocol/constants.ts";
+import type { DataPlane } from "./dataplane.ts";
 import type { Replier } from "./reply.ts";
 import type { Request } from "./request.ts";
 
@@ -25,6 +26,10 @@ function isThenable<T>(v: T | Promise<T>): v is Promise<T> {
 }
 
 export class Dispatcher {
+  /** Set by the session when the native data plane is on: OPEN/CREATE replies naming a
+   *  backingFd get a handle the shim serves READ/WRITE/FSYNC for (lib/session/dataplane.ts). */
+  dataPlane: DataPlane | null = null;
+
   /** Set by the session for requests it handles itself (INIT, INTERRUPT, FORGET). */
   constructor(
     readonly fs: InodeFS,
@@ -319,7 +324,7 @@ export class Dispatcher {
       setU64(dv, 0, o);
       dv.setUint32(8, 0, true);
       dv.setUint32(12, 0, true);
-    } else encodeOpenOut(dv, 0, o);
+    } else encodeOpenOut(dv, 0, this.nativeOpen(o));
     this.reply.ok(req, OPEN_OUT_SIZE);
   }
 
@@ -331,8 +336,14 @@ export class Dispatcher {
       setU64(dv, ENTRY_OUT_SIZE, o);
       dv.setUint32(ENTRY_OUT_SIZE + 8, 0, true);
       dv.setUint32(ENTRY_OUT_SIZE + 12, 0, true);
-    } else encodeOpenOut(dv, ENTRY_OUT_SIZE, o);
+    } else encodeOpenOut(dv, ENTRY_OUT_SIZE, this.nativeOpen(o));
     this.reply.ok(req, ENTRY_OUT_SIZE + OPEN_OUT_SIZE);
+  }
+
+  /** The open reply with the kernel-facing fh of a natively served handle. */
+  private nativeOpen(o: OpenReply): OpenReply {
+    if (o.backingFd === undefined || !this.dataPlane || o.backingId) return o;
+    return { ...o, fh: this.dataPlane.map(o.fh, o.backingFd) };
   }
 
   private readReply(req: Request, r: number | Uint8Array): void {

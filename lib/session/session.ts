@@ -14,16 +14,24 @@ import {
 } from "../protocol/constants.ts";
 import { ClassicSource } from "../transport/classic.ts";
 import type { Sink, Slot, Source, TransportKind } from "../transport/types.ts";
-import { FU_RING_NO_FIXED_BUFFERS, IORING_SETUP_DEFER_TASKRUN, IORING_SETUP_SINGLE_ISSUER, possibleCpus, UringError, UringSource } from "../transport/uring.ts";
+import {
+  FU_RING_FAULT_BAD_COMMIT, FU_RING_NO_FIXED_BUFFERS, IORING_SETUP_DEFER_TASKRUN, IORING_SETUP_SINGLE_ISSUER, possibleCpus, ringSizing, UringError, UringSource,
+} from "../transport/uring.ts";
+import { DataPlane, type DataPlaneMode, type DataPlaneShare } from "./dataplane.ts";
+import { WorkerPool, type RingPlan, type WorkerInit, type WorkerModule } from "./workers.ts";
 import { Dispatcher, handlerNameOf } from "./dispatch.ts";
 import { Replier, type ReplyObserver } from "./reply.ts";
 import { DEFERRED, FREE, HANDLING, Request, stateNames } from "./request.ts";
+import { Tracer, traceReplies } from "./trace.ts";
+import { LatencyHistograms, type LatencySummary } from "./latency.ts";
 
 export type TransportChoice = "auto" | "uring" | "classic";
 
 export interface SessionOptions {
   transport: TransportChoice;
+  /** Entries per ring queue; 0 = sized to the pinned-memory budget (ringSizing). */
   queueDepth: number;
+  /** Bytes; 0 = sized to the pinned-memory budget (1 MiB unless the host has many CPUs). */
   maxWrite: number;
   classicSlots: number;
   entryTtl: number;
@@ -33,8 +41,20 @@ export interface SessionOptions {
   kernelPassthrough: boolean;
   /** io_uring setup flags for the ring thread (SINGLE_ISSUER | DEFER_TASKRUN by default) */
   ringSetupFlags: number;
-  /** µs the ring thread waits for replies after a doorbell before sleeping (0 = off). */
-  ringSpinMicros: number;
+  /** µs the ring's owner may block in the kernel waiting for the next request. */
+  ringWaitMicros: number;
+  /** "native": handles opened with a backingFd are served by the shim (no JS per READ/WRITE). */
+  dataPlane: DataPlaneMode;
+  /** Test-only fault injection in the ring (FUSE_URING_FAULT=bad-commit). */
+  ringFault: string;
+  /** Threads serving the ring queues, each with its own copy of `workerModule` (1 = this thread). */
+  workers: number;
+  /** The module every worker imports (required when workers > 1). */
+  workerModule: WorkerModule | null;
+  /** Internal: "worker" sessions run inside a worker thread: no /dev/fuse reader, the fd is not theirs. */
+  role: "main" | "worker";
+  /** Internal: a worker's view of the main session's data plane table. */
+  dataPlaneShare: DataPlaneShare | null;
   /** Register ring payloads as io_uring fixed buffers for backing I/O (default true). */
   fixedBuffers: boolean;
   /**
@@ -53,8 +73,8 @@ export interface SessionOptions {
 
 export const defaultSessionOptions: SessionOptions = {
   transport: "auto",
-  queueDepth: 8,
-  maxWrite: 1 << 20,
+  queueDepth: 0,
+  maxWrite: 0,
   classicSlots: 16,
   entryTtl: 1,
   attrTtl: 1,
@@ -62,12 +82,18 @@ export const defaultSessionOptions: SessionOptions = {
   writebackCache: false,
   kernelPassthrough: false,
   // Measured on 6.18 (see docs/ARCHITECTURE.md). For experiments (bench/):
-  // FUSE_URING_RING_FLAGS overrides the io_uring setup flags, FUSE_URING_SPIN_US the reply
-  // spin-wait, FUSE_URING_FIXED_BUFFERS=0 turns fixed buffers off (as --no-fixed-buffers).
+  // FUSE_URING_RING_FLAGS overrides the io_uring setup flags, FUSE_URING_WAIT_US the owner's
+  // blocking wait, FUSE_URING_FIXED_BUFFERS=0 turns fixed buffers off (as --no-fixed-buffers).
   ringSetupFlags:
     process.env.FUSE_URING_RING_FLAGS !== undefined ? Number(process.env.FUSE_URING_RING_FLAGS) : IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN,
   fixedBuffers: process.env.FUSE_URING_FIXED_BUFFERS !== "0",
-  ringSpinMicros: process.env.FUSE_URING_SPIN_US !== undefined ? Number(process.env.FUSE_URING_SPIN_US) : 0,
+  ringWaitMicros: process.env.FUSE_URING_WAIT_US !== undefined ? Number(process.env.FUSE_URING_WAIT_US) : 1000,
+  dataPlane: "native",
+  ringFault: process.env.FUSE_URING_FAULT ?? "",
+  workers: 1,
+  workerModule: null,
+  role: "main",
+  dataPlaneShare: null,
   requestTimeout: 0,
   slowRequestMs: process.env.FUSE_URING_SLOW_MS !== undefined ? Number(process.env.FUSE_URING_SLOW_MS) : 10_000,
   poison: process.env.FUSE_URING_POISON === "1",
@@ -89,6 +115,22 @@ export interface SessionStats {
   inflightMax: number;
   pinnedBytes: number;
   fixedIo: number;
+  /** io_uring_enter calls of the ring engine(s). */
+  enters: number;
+  /** Wake-ups of a JS thread from another thread per request (doorbells ÷ requests). */
+  handoffsPerRequest: number;
+  /** Requests answered by the native data plane (no JS), and its backing bytes. */
+  nativeRequests: number;
+  nativeReadBytes: number;
+  nativeWriteBytes: number;
+  nativeErrors: number;
+  /** Most native ring I/Os in flight at once. */
+  nativeInflightMax: number;
+  /** Data plane: handles mapped now, and OPENs that found the table full (served by JS). */
+  nativeHandles: number;
+  dataPlane: DataPlaneMode;
+  /** Ring commands retried / entries registered again after an unexpected CQE. */
+  ringRecovered: number;
   errors: number;
   replies: number;
   bufferPools: boolean;
@@ -110,6 +152,26 @@ export interface SessionStats {
   interruptsEarly: number;
   /** Impossible transitions (answer twice, I/O completion without I/O, …): bugs, each logged. */
   protocolErrors: number;
+  /** Per opcode name: count and latency (arrival → answer) p50/p99/max/mean in µs. */
+  latencyUs: Record<string, LatencySummary>;
+  /** Request slots (ring entries + classic readers): what `inflight` can reach. */
+  slots: number;
+  /** io_uring queues × depth (0 on classic). */
+  ringQueues: number;
+  ringDepth: number;
+  /** Requests being handled right now per io_uring queue (queue use; [] on classic). */
+  queueInflight: number[];
+  /** Per serving thread (main, then each worker): requests, wake-ups from another thread,
+   *  io_uring_enter calls and CQEs. */
+  threads: ThreadStats[];
+}
+
+export interface ThreadStats {
+  thread: string;
+  requests: number;
+  wakeups: number;
+  enters: number;
+  cqes: number;
 }
 
 /** Capabilities requested from the kernel (granted = these ∩ offered). */
@@ -153,14 +215,13 @@ export function explainRingError(errno: number): string {
 
 export class Session implements Sink, ReplyObserver {
   readonly opts: SessionOptions;
-  private classic: ClassicSource;
+  private classic: ClassicSource | null = null;
+  private pool: WorkerPool | null = null;
   private uring: UringSource | null = null;
   private readonly reqs = new Map<Source, Request[]>();
   private readonly replier: Replier;
   private readonly dispatcher: Dispatcher;
   private readonly doorbell: JSCallback;
-  private readonly flushBound = () => this.flushAll();
-  private flushScheduled = false;
   alive = true;
   private stoppedSources = new Set<Source>();
   private transport: TransportKind | "pending" = "pending";
@@ -168,6 +229,8 @@ export class Session implements Sink, ReplyObserver {
   private counters = {
     forgets: 0, interrupts: 0, inflight: 0, inflightMax: 0, errors: 0, replies: 0, devRequests: 0, ringRequests: 0, wakeups: 0,
     timeouts: 0, lateResults: 0, deferredAnswers: 0, slowRequests: 0, interruptsUnmatched: 0, interruptsEarly: 0, protocolErrors: 0,
+    /** Requests answered for their handler (timeout, teardown); each such handler that settles counts in lateResults. */
+    abandoned: 0,
   };
   /** INTERRUPTs that arrived before their request (possible on io_uring): unique and arrival time. */
   private readonly earlyInterrupts = new EarlyInterrupts();
@@ -176,7 +239,11 @@ export class Session implements Sink, ReplyObserver {
   private seenErrors = new Set<string>();
   /** Requests answered per opcode (index = opcode; all opcodes are < 64). */
   private readonly opCounts = new Float64Array(64);
+  private readonly latency = new LatencyHistograms();
   private bufferPools = false;
+  private dataPlane: DataPlane | null = null;
+  /** --debug: the rx/tx request trace (null otherwise: no trace code on the hot path). */
+  private readonly tracer: Tracer | null;
   initInfo: InitInfo | null = null;
 
   private readyResolve!: (info: InitInfo) => void;
@@ -201,15 +268,16 @@ export class Session implements Sink, ReplyObserver {
       if (this.opts.debug) this.opts.log(`fuse: unsupported opcode ${opName(req.opcode)} (${req.opcode}) → ENOSYS`);
     });
     this.doorbell = new JSCallback((source: number) => this.onDoorbell(source), { args: ["u32"], returns: "void", threadsafe: true });
+    // Ring memory is pinned: size it to the budget unless the user chose (ringSizing).
+    const sizing = ringSizing(possibleCpus());
+    if (!this.opts.queueDepth) this.opts.queueDepth = sizing.depth;
+    if (!this.opts.maxWrite) this.opts.maxWrite = sizing.maxWrite;
     const payloadSize = roundUp(Math.max(8192, this.opts.maxWrite), 4096);
-    this.classic = new ClassicSource(this, {
-      fd,
-      slots: this.opts.classicSlots,
-      payloadSize,
-      doorbell: this.doorbell.ptr!,
-      opSizes: opHeaderSizes(false),
-    });
-    this.reqs.set(this.classic, this.classic.slots.map((s) => this.newRequest(s)));
+    if (this.opts.dataPlane === "native") {
+      this.dataPlane = this.opts.dataPlaneShare ? new DataPlane(0, this.opts.dataPlaneShare) : new DataPlane();
+      this.dispatcher.dataPlane = this.dataPlane;
+    }
+    this.tracer = this.opts.debug ? new Tracer(this.opts.log) : null;
     if (this.opts.poison) this.poisonPattern = Buffer.alloc(payloadSize, POISON_BYTE);
     // One timer for all requests (no timer per request): slow-request log and request timeout.
     const tick = this.opts.requestTimeout > 0 ? Math.min(250, this.opts.requestTimeout * 250) : 1000;
@@ -217,6 +285,21 @@ export class Session implements Sink, ReplyObserver {
       this.watchdog = setInterval(() => this.checkPending(), tick);
       this.watchdog.unref?.();
     }
+    if (this.opts.role === "worker") return; // no /dev/fuse reader: the main thread has it
+    if (this.opts.workers > 1) {
+      if (!this.opts.workerModule) throw new Error("fuse-uring: workers > 1 needs a filesystem module path (each worker imports its own copy)");
+      this.pool = new WorkerPool(this.opts.workers, this.opts.log);
+    }
+    this.classic = new ClassicSource(this, {
+      fd,
+      slots: this.opts.classicSlots,
+      payloadSize,
+      doorbell: this.doorbell.ptr!,
+      opSizes: opHeaderSizes(false),
+    });
+    if (this.dataPlane) this.classic.setDataPlane(this.dataPlane.handle);
+    this.reqs.set(this.classic, this.classic.slots.map((s) => this.newRequest(s)));
+    if (this.tracer) traceReplies(this.classic, this.tracer, (slot) => this.reqs.get(slot.source)![slot.index]!);
   }
 
   /** A slot's Request, wired to the replier once (no per-request closures). */
@@ -228,19 +311,25 @@ export class Session implements Sink, ReplyObserver {
 
   /** Start reading /dev/fuse; call after the fd is attached to a mount. */
   start(): void {
-    this.classic.start();
+    this.classic!.start();
+  }
+
+  /** Workers: every worker imports the module (rejects with its error) before INIT is read. */
+  async prepareWorkers(): Promise<void> {
+    if (!this.pool) return;
+    const { log: _log, dataPlaneShare: _d, workerModule: _m, ...plain } = this.opts;
+    await this.pool.load(this.fd, this.opts.workerModule!, plain, this.dataPlane?.shared() ?? null);
   }
 
   // ---- doorbell and batching ------------------------------------------------------------------
   private onDoorbell(source: number): void {
     this.counters.wakeups++;
     if (source === 1) this.uring?.drain();
-    else this.classic.drain();
+    else this.classic?.drain();
     this.flushAll();
   }
 
   private flushAll(): void {
-    this.flushScheduled = false;
     this.uring?.flush();
   }
 
@@ -266,10 +355,15 @@ export class Session implements Sink, ReplyObserver {
       this.counters.interruptsEarly++;
       req.interrupt();
     }
-    if (slot.source.kind === "uring") this.counters.ringRequests++;
-    else this.counters.devRequests++;
+    if (slot.source === this.uring) {
+      this.counters.ringRequests++;
+      this.uring.noteRequest();
+    } else this.counters.devRequests++;
+    // Native handles back to the filesystem's fh before anything decodes the header.
+    this.dataPlane?.unmapRequest(req.opcode, h);
     const c = this.counters;
     if (++c.inflight > c.inflightMax) c.inflightMax = c.inflight;
+    if (this.tracer) this.tracer.rx(req);
     switch (req.opcode) {
       case Op.INIT:
         return this.handleInit(req);
@@ -299,7 +393,13 @@ export class Session implements Sink, ReplyObserver {
     this.dispatcher.dispatch(req);
   }
 
+  /** FORGET from the main thread's reader (worker sessions get them forwarded). */
   private forget(nodeid: number, nlookup: number): void {
+    this.pool?.forget([nodeid, nlookup]);
+    this.forgetNode(nodeid, nlookup);
+  }
+
+  forgetNode(nodeid: number, nlookup: number): void {
     try {
       this.fs.forget?.(nodeid, nlookup);
     } catch (e) {
@@ -307,8 +407,16 @@ export class Session implements Sink, ReplyObserver {
     }
   }
 
-  /** Interrupt the request with unique `target`; false (and remembered) if it is not known. */
+  /**
+   * Interrupt the request with unique `target` (here and in every worker); false (and
+   * remembered, in case it arrives later on a ring) if this thread does not know it.
+   */
   private interrupt(target: number, now: number): boolean {
+    this.pool?.interrupt(target);
+    return this.interruptUnique(target, now);
+  }
+
+  interruptUnique(target: number, now = performance.now()): boolean {
     for (const list of this.reqs.values()) {
       for (const r of list) {
         if (r.state !== FREE && r.uniqueNumber === target) {
@@ -322,6 +430,7 @@ export class Session implements Sink, ReplyObserver {
   }
 
   onIoDone(slot: Slot, res: number): void {
+    if (slot.source === this.uring) this.uring.ioFinished();
     this.reqs.get(slot.source)![slot.index]!.ioDone(res);
   }
 
@@ -346,6 +455,7 @@ export class Session implements Sink, ReplyObserver {
         }
         if (timeoutMs > 0 && age > timeoutMs && r.state === HANDLING && !r.timedOut) {
           this.counters.timeouts++;
+          this.counters.abandoned++;
           r.abortForTimeout();
           if (this.opts.debug) this.opts.log(`fuse: #${r.uniqueNumber} ${opName(r.opcode)} timed out after ${(age / 1000).toFixed(1)} s → ETIMEDOUT`);
           this.replier.error(r, Errno.ETIMEDOUT);
@@ -356,22 +466,105 @@ export class Session implements Sink, ReplyObserver {
   }
 
   onStopped(source: Source, errno: number): void {
+    if (source === this.classic && (errno === Errno.ENODEV || errno === Errno.ECONNABORTED)) this.abandonRingRequests(errno);
+    if (source === this.uring) this.uring.markStopped();
     this.stoppedSources.add(source);
-    // The /dev/fuse reader knows best why the connection ended (ENODEV: unmounted,
-    // ECONNABORTED: fusectl abort with ABORT_ERROR); ring entries only say ENOTCONN either way.
-    const reason = errno === Errno.ENODEV ? "unmounted" : errno === Errno.ECONNABORTED ? "connection aborted" : errno === 0 ? "" : `transport stopped: ${errnoName(errno)}`;
-    if (reason && (source === this.classic || (!this.endReason && errno !== Errno.ENOTCONN))) this.endReason = reason;
-    if (this.transport === "pending") this.readyReject(new Error(`connection ended before INIT (${this.endReason || reason || "stopped"})`));
-    // The classic reader ending means the connection is gone; the ring follows (its entries
+    const normalRingEnd = errno === 0 || errno === Errno.ENOTCONN || errno === Errno.ECONNABORTED || errno === Errno.ECANCELED;
+    if (source === this.uring && this.classic && !this.stoppedSources.has(this.classic)) {
+      // Entries complete with ENOTCONN on unmount and on abort alike: the /dev/fuse reader
+      // says which (ENODEV / ECONNABORTED) and ends the session.
+      if (normalRingEnd) return;
+      this.opts.log(`fuse-uring: io_uring engine stopped (${errnoName(errno)}); ending the session so no caller waits on a queue without entries`);
+    }
+    if (source === this.uring && !this.classic && normalRingEnd && !this.endReason) {
+      this.endReason = errno === Errno.ECONNABORTED ? "connection aborted" : "unmounted"; // worker thread
+    }
+    if (!this.endReason) this.endReason = errno === Errno.ENODEV ? "unmounted" : errno === Errno.ECONNABORTED ? "connection aborted" : `transport stopped: ${errnoName(errno)}`;
+    if (this.transport === "pending") this.readyReject(new Error(`connection ended before INIT (${this.endReason})`));
+    // The classic reader ending means the connection is gone; the rings follow (their entries
     // complete with ENOTCONN). Stop everything so teardown never waits on a dead kernel side.
-    this.classic.stop();
+    this.classic?.stop();
     this.uring?.stop();
-    const all = this.uring ? this.stoppedSources.has(this.uring) && this.stoppedSources.has(this.classic) : this.stoppedSources.has(this.classic);
-    if (all) this.endedResolve(this.endReason || (errno === Errno.ENOTCONN ? "connection ended (ENOTCONN)" : "closed"));
+    const all = (!this.uring || this.stoppedSources.has(this.uring)) && (!this.classic || this.stoppedSources.has(this.classic));
+    if (!all) return;
+    if (this.pool && this.pool.count > 0) void this.pool.ended.then(() => this.endedResolve(this.endReason));
+    else this.endedResolve(this.endReason);
+  }
+
+  /**
+   * The connection is gone (unmount or abort) but handlers still hold ring entries: the ring
+   * reports STOPPED only when every entry is back, so a handler that never settles would keep
+   * the session (and the daemon) alive forever. Answer them (the kernel refuses the commit, which
+   * is what returns the entry); their handlers' late results are dropped, and their buffers are
+   * not freed while any of them may still run (close()).
+   */
+  private abandonRingRequests(errno: number): void {
+    const list = this.uring ? this.reqs.get(this.uring) : undefined;
+    if (!list) return;
+    for (const r of list) {
+      if (r.state !== HANDLING) continue;
+      this.counters.abandoned++;
+      r.abortForTimeout();
+      try {
+        this.replier.error(r, errno === Errno.ECONNABORTED ? Errno.ECONNABORTED : Errno.ENOTCONN);
+      } catch (e) {
+        this.opts.log(`fuse-uring: could not give ring entry ${r.slot.index} back after the connection ended: ${e instanceof Error ? e.message : String(e)}`);
+      }
+    }
   }
 
   // ---- INIT -----------------------------------------------------------------------------------
   private handleInit(req: Request): void {
+    // Whatever happens, INIT is answered exactly once (an unanswered INIT hangs mount(2)'s caller).
+    this.negotiate(req).catch((e) => {
+      if (req.busy) this.replier.error(req, Errno.EPROTO);
+      this.readyReject(e instanceof Error ? e : new Error(String(e)));
+    });
+  }
+
+  /** The ring plan for this session's engine(s): flags, sizes, wait policy. */
+  private ringPlan(): Omit<RingPlan, "qids"> {
+    const o = this.opts;
+    return {
+      totalQueues: possibleCpus(),
+      depth: o.queueDepth,
+      payloadSize: roundUp(Math.max(8192, o.maxWrite), 4096),
+      // + not |: bits 30/31 would make the number negative
+      setupFlags: o.ringSetupFlags + (o.fixedBuffers ? 0 : FU_RING_NO_FIXED_BUFFERS) + (o.ringFault === "bad-commit" ? FU_RING_FAULT_BAD_COMMIT : 0),
+      waitMicros: o.ringWaitMicros,
+      nativeSyncMax: Number(process.env.FUSE_URING_NATIVE_SYNC_MAX ?? 65536),
+    };
+  }
+
+  /** Create this thread's ring engine (throws UringError); this thread becomes its submitter. */
+  createRing(plan: RingPlan): void {
+    const ring = new UringSource(this, {
+      fd: this.fd, qids: plan.qids, totalQueues: plan.totalQueues, depth: plan.depth, payloadSize: plan.payloadSize,
+      setupFlags: plan.setupFlags, doorbell: this.doorbell.ptr!, dataPlane: this.dataPlane?.handle ?? null,
+      waitMicros: plan.waitMicros, nativeSyncMax: plan.nativeSyncMax,
+    });
+    this.uring = ring;
+    // The ring submits the I/O with its next enter (scheduled by io()).
+    const ringIo = (slot: Slot, kind: 1 | 2, fd: number, offset: number, len: number) => ring.io(slot, kind, fd, offset, len);
+    this.reqs.set(ring, ring.slots.map((s) => Object.assign(this.newRequest(s), { ringIo })));
+    if (this.tracer) traceReplies(ring, this.tracer, (slot) => this.reqs.get(slot.source)![slot.index]!);
+  }
+
+  /** Worker thread: INIT was answered by the main thread; register the entries and serve. */
+  startWorker(init: WorkerInit): void {
+    this.transport = "uring";
+    this.transportReason = "kernel offered FUSE_OVER_IO_URING";
+    const info: InitInfo = {
+      kernelMinor: init.kernelMinor, offered: BigInt(init.offered), granted: BigInt(init.granted), grantedNames: init.grantedNames,
+      maxWrite: init.maxWrite, maxReadahead: init.maxReadahead, transport: "uring",
+      backingOpen: (fd) => this.backingOpen(fd), backingClose: (id) => this.backingClose(id),
+    };
+    this.initInfo = info;
+    Promise.resolve(this.fs.init?.(info)).then(() => this.readyResolve(info), (e) => this.readyReject(e instanceof Error ? e : new Error(String(e))));
+    this.uring!.start();
+  }
+
+  private async negotiate(req: Request): Promise<void> {
     const h = req.slot.header;
     const init = decodeInitIn(h, HDR_OP_IN);
     if (init.major !== FUSE_KERNEL_VERSION || init.minor < 31) {
@@ -388,35 +581,37 @@ export class Session implements Sink, ReplyObserver {
     let want = o.transport !== "classic";
     let reason = o.transport === "classic" ? "requested with --transport classic" : explainNoUring(init.flags);
     if (want && reason) want = false;
-    const payloadSize = roundUp(Math.max(8192, o.maxWrite), 4096);
+    let ringUp = false;
     if (want) {
-      try {
-        this.uring = new UringSource(this, {
-          fd: this.fd, queues: possibleCpus(), depth: o.queueDepth, payloadSize,
-          // + not |: bit 31 would make the number negative
-          setupFlags: o.ringSetupFlags + (o.fixedBuffers ? 0 : FU_RING_NO_FIXED_BUFFERS), doorbell: this.doorbell.ptr!, spinMicros: o.ringSpinMicros,
-        });
-        const ring = this.uring;
-        const ringIo = (slot: Slot, kind: 1 | 2, fd: number, offset: number, len: number) => {
-          this.scheduleFlush(); // backing I/O started after an await must be submitted too
-          return ring.io(slot, kind, fd, offset, len);
-        };
-        this.reqs.set(ring, ring.slots.map((s) => Object.assign(this.newRequest(s), { ringIo })));
+      const plan = this.ringPlan();
+      if (this.pool) {
+        const failed = await this.pool.createRings(plan);
+        if (failed) reason = failed.errno ? explainRingError(failed.errno) : failed.message;
+        else ringUp = true;
+      } else {
+        try {
+          this.createRing({ ...plan, qids: Array.from({ length: plan.totalQueues }, (_, i) => i) });
+          ringUp = true;
+        } catch (e) {
+          reason = e instanceof UringError ? explainRingError(e.errno) : String(e);
+          this.uring = null;
+        }
+      }
+      if (ringUp) {
         flags |= initBit("OVER_IO_URING");
-        reason = "kernel offered FUSE_OVER_IO_URING";
-      } catch (e) {
-        reason = e instanceof UringError ? explainRingError(e.errno) : String(e);
-        this.uring = null;
+        reason = this.pool ? `kernel offered FUSE_OVER_IO_URING; ${this.pool.count} worker threads` : "kernel offered FUSE_OVER_IO_URING";
       }
     }
-    if (o.transport === "uring" && !this.uring) {
+    if (o.transport === "uring" && !ringUp) {
       this.replier.error(req, Errno.EPROTO);
       this.readyReject(new Error(`io_uring transport unavailable: ${reason}`));
       return;
     }
-    this.transport = this.uring ? "uring" : "classic";
+    // Workers without a ring never serve; the main thread's copy serves /dev/fuse.
+    if (!ringUp) this.pool?.endAll("no ring");
+    this.transport = ringUp ? "uring" : "classic";
     this.transportReason = reason;
-    this.classic.setOpSizes(opHeaderSizes((flags & initBit("SETXATTR_EXT")) !== 0n));
+    this.classic!.setOpSizes(opHeaderSizes((flags & initBit("SETXATTR_EXT")) !== 0n));
 
     const maxPages = Math.min(256, Math.ceil(o.maxWrite / 4096));
     encodeInitOut(req.slot.payloadView, 0, {
@@ -437,15 +632,6 @@ export class Session implements Sink, ReplyObserver {
     });
     this.replier.ok(req, INIT_OUT_SIZE);
 
-    if (this.uring) {
-      try {
-        this.uring.start();
-      } catch (e) {
-        // Cannot happen short of a shim bug; the kernel would block all I/O, so abort loudly.
-        this.readyReject(new Error(`io_uring register failed after INIT: ${String(e)}`));
-        return;
-      }
-    }
     const info: InitInfo = {
       kernelMinor: init.minor,
       offered: init.flags,
@@ -457,14 +643,29 @@ export class Session implements Sink, ReplyObserver {
       backingOpen: (fd) => this.backingOpen(fd),
       backingClose: (id) => this.backingClose(id),
     };
+    if (ringUp) {
+      try {
+        if (this.pool) {
+          this.pool.start({
+            kernelMinor: init.minor, offered: String(init.flags), granted: String(flags), grantedNames: info.grantedNames,
+            maxWrite: o.maxWrite, maxReadahead: init.maxReadahead,
+          });
+        } else this.uring!.start();
+      } catch (e) {
+        // Cannot happen short of a shim bug; the kernel would block all I/O, so abort loudly.
+        this.readyReject(new Error(`io_uring register failed after INIT: ${String(e)}`));
+        return;
+      }
+    }
     this.initInfo = info;
     if (o.debug) {
       o.log(`fuse: INIT kernel ${init.major}.${init.minor} offered [${initFlagNames(init.flags).join(" ")}]`);
       o.log(`fuse: INIT granted [${info.grantedNames.join(" ")}] max_write=${o.maxWrite} max_pages=${maxPages}`);
-      o.log(`fuse: transport=${this.transport} (${reason})` + (this.uring ? ` queues=${possibleCpus()} depth=${o.queueDepth} pinned=${this.uring.pinnedBytes} bytes` : ""));
+      const plan = this.ringPlan();
+      o.log(`fuse: transport=${this.transport} (${reason})` + (ringUp ? ` queues=${plan.totalQueues} depth=${o.queueDepth} pinned=${plan.totalQueues * o.queueDepth * (plan.payloadSize + 4096)} bytes` : ""));
       o.log(this.bufferPools ? "fuse: kernel offers io_uring buffer pools (FUSE 7.46); using per-entry payload buffers" : "fuse: no io_uring buffer pools in this kernel: per-entry payload buffers");
     }
-    Promise.resolve(this.fs.init?.(info)).then(
+    await Promise.resolve(this.fs.init?.(info)).then(
       () => this.readyResolve(info),
       (e) => this.readyReject(e instanceof Error ? e : new Error(String(e))),
     );
@@ -485,29 +686,13 @@ export class Session implements Sink, ReplyObserver {
   }
 
   // ---- ReplyObserver --------------------------------------------------------------------------
-  /**
-   * Ring replies and backing I/O are only queued; submit them once per microtask checkpoint
-   * (a doorbell batch flushes at its end anyway), so work queued by handlers that settle later
-   * goes out too.
-   */
-  private scheduleFlush(): void {
-    if (!this.flushScheduled && this.uring) {
-      this.flushScheduled = true;
-      queueMicrotask(this.flushBound);
-    }
-  }
-
   done(req: Request, error: number): void {
-    this.scheduleFlush();
     this.opCounts[req.opcode & 63]!++;
+    this.latency.record(req.opcode, (performance.now() - req.startedAt) * 1000);
     const c = this.counters;
     c.inflight--;
     c.replies++;
     if (error) c.errors++;
-    if (this.opts.debug) {
-      const ms = (performance.now() - req.startedAt).toFixed(3);
-      this.opts.log(`fuse: #${req.uniqueNumber} ${opName(req.opcode)} node=${req.nodeid} → ${error ? errnoName(error) : "OK"} ${ms} ms [${req.slot.source.kind}]`);
-    }
   }
 
   unexpected(req: Request, err: unknown): void {
@@ -553,8 +738,11 @@ export class Session implements Sink, ReplyObserver {
 
   private unexpectedError(what: string, err: unknown): void {
     const text = err instanceof Error ? (err.stack ?? err.message) : String(err);
-    if (this.seenErrors.has(text)) return;
-    if (this.seenErrors.size < 1000) this.seenErrors.add(text);
+    // One log per distinct error: the message and the frame that threw (the frames below it
+    // differ with the path that dispatched the request).
+    const key = text.split("\n", 2).join("\n");
+    if (this.seenErrors.has(key)) return;
+    if (this.seenErrors.size < 1000) this.seenErrors.add(key);
     this.opts.log(`fuse-uring: handler for ${what} threw (answered EIO): ${text}`);
   }
 
@@ -578,7 +766,13 @@ export class Session implements Sink, ReplyObserver {
 
   // ---- stats and teardown ---------------------------------------------------------------------
   stats(): SessionStats {
-    const c = this.classic.stats();
+    const own = this.ownStats();
+    if (!this.pool) return own;
+    return mergeStats(own, this.pool.stats());
+  }
+
+  private ownStats(): SessionStats {
+    const c = this.classic?.stats() ?? { requests: 0, wakeups: 0, cqes: 0, submits: 0, errors: 0, fixedIo: 0 };
     const u = this.uring?.stats();
     return {
       transport: this.transport,
@@ -594,6 +788,19 @@ export class Session implements Sink, ReplyObserver {
       inflightMax: this.counters.inflightMax,
       pinnedBytes: this.uring?.pinnedBytes ?? 0,
       fixedIo: u?.fixedIo ?? 0,
+      enters: u?.enters ?? 0,
+      handoffsPerRequest: (() => {
+        const reqs = this.counters.ringRequests + this.counters.devRequests + (u?.nativeRequests ?? 0) + (c.nativeRequests ?? 0);
+        return reqs ? this.counters.wakeups / reqs : 0;
+      })(),
+      nativeRequests: (u?.nativeRequests ?? 0) + (c.nativeRequests ?? 0),
+      nativeReadBytes: (u?.nativeReadBytes ?? 0) + (c.nativeReadBytes ?? 0),
+      nativeWriteBytes: (u?.nativeWriteBytes ?? 0) + (c.nativeWriteBytes ?? 0),
+      nativeErrors: (u?.nativeErrors ?? 0) + (c.nativeErrors ?? 0),
+      nativeInflightMax: u?.nativeInflightMax ?? 0,
+      nativeHandles: this.dataPlane?.open ?? 0,
+      dataPlane: this.dataPlane ? "native" : "js",
+      ringRecovered: u?.recovered ?? 0,
       errors: this.counters.errors + c.errors + (u?.errors ?? 0),
       replies: this.counters.replies,
       bufferPools: this.bufferPools,
@@ -606,7 +813,26 @@ export class Session implements Sink, ReplyObserver {
       interruptsUnmatched: this.counters.interruptsUnmatched,
       interruptsEarly: this.counters.interruptsEarly,
       protocolErrors: this.counters.protocolErrors,
+      threads: [{
+        thread: this.opts.role === "worker" ? "worker" : "main",
+        requests: this.counters.ringRequests + this.counters.devRequests + (u?.nativeRequests ?? 0) + (c.nativeRequests ?? 0),
+        wakeups: this.counters.wakeups, enters: u?.enters ?? 0, cqes: u?.cqes ?? 0,
+      }],
+      latencyUs: this.latency.summarize(opName),
+      slots: (this.classic?.slots.length ?? 0) + (this.uring?.slots.length ?? 0),
+      ringQueues: this.uring ? possibleCpus() : 0,
+      ringDepth: this.uring ? this.opts.queueDepth : 0,
+      queueInflight: this.queueInflight(),
     };
+  }
+
+  /** Busy ring entries per queue (entry i belongs to queue i / depth, as the shim registers them). */
+  private queueInflight(): number[] {
+    if (!this.uring) return [];
+    const depth = this.opts.queueDepth;
+    const out = new Array<number>(Math.ceil(this.uring.slots.length / depth)).fill(0);
+    for (const r of this.reqs.get(this.uring) ?? []) if (r.busy) out[Math.floor(r.slot.index / depth)]!++;
+    return out;
   }
 
   private opsByName(): Record<string, number> {
@@ -622,19 +848,37 @@ export class Session implements Sink, ReplyObserver {
   async close(graceMs = 2000): Promise<void> {
     if (!this.alive) return;
     if (this.watchdog) clearInterval(this.watchdog);
-    this.classic.stop();
+    this.classic?.stop();
     this.uring?.stop();
+    // Workers first: their rings pin the /dev/fuse file and use the data plane table.
+    await this.pool?.close();
     const deadline = Date.now() + graceMs;
     while (this.counters.inflight > 0 && Date.now() < deadline) await Bun.sleep(10);
-    const leak = this.counters.inflight > 0;
+    // Handlers answered for (timeout, teardown) that have not settled may still write into their
+    // `out` buffers: their memory must stay allocated too.
+    const unsettled = this.counters.abandoned - this.counters.lateResults;
+    const leak = this.counters.inflight > 0 || unsettled > 0;
     if (leak) {
       // Handlers that never settled: their callers must not wait forever. Answer what can be
       // answered (the connection may still be alive after a lazy unmount); a handler that
       // settles later is dropped as late. Their memory stays allocated because such a handler
       // may still write into the `out` buffer it was given.
-      for (const list of this.reqs.values()) for (const r of list) if (r.state === HANDLING) this.replier.error(r, Errno.EIO);
+      const stuck = this.counters.inflight;
+      for (const list of this.reqs.values()) {
+        for (const r of list) {
+          if (r.state !== HANDLING) continue;
+          this.counters.abandoned++;
+          try {
+            this.replier.error(r, Errno.EIO);
+          } catch (e) {
+            this.opts.log(`fuse-uring: could not answer a stuck request at shutdown: ${e instanceof Error ? e.message : String(e)}`);
+          }
+        }
+      }
       this.flushAll();
-      this.opts.log(`fuse-uring: ${this.counters.inflight} handler(s) never settled within ${graceMs} ms; answered them EIO and left their buffers allocated`);
+      this.opts.log(
+        `fuse-uring: ${stuck + unsettled} handler(s) never settled` + (stuck ? ` within ${graceMs} ms (answered EIO)` : "") + "; leaving their buffers allocated",
+      );
       // The sources are not destroyed (that would free the memory), so their threads are not
       // joined: wait until each reported STOPPED (its thread no longer touches /dev/fuse)
       // before the fd is closed, or the fd number could be reused under a live reader.
@@ -645,10 +889,13 @@ export class Session implements Sink, ReplyObserver {
     if (!leak) {
       // destroy = stop + join the shim thread + free; only then is the fd closed.
       this.uring?.destroy();
-      this.classic.destroy();
+      this.classic?.destroy();
     }
-    if (!leak || this.allSourcesStopped()) native().fu_close(this.fd);
-    else this.opts.log("fuse-uring: a transport thread did not stop; leaving /dev/fuse open rather than closing it under that thread");
+    if (!leak) this.dataPlane?.destroy();
+    if (this.opts.role === "main") {
+      if (!leak || this.allSourcesStopped()) native().fu_close(this.fd);
+      else this.opts.log("fuse-uring: a transport thread did not stop; leaving /dev/fuse open rather than closing it under that thread");
+    }
     // The shim threads are joined only when the sources were destroyed; a leaked source's
     // thread may still ring, so its callback must stay valid.
     if (!leak) this.doorbell.close();
@@ -656,7 +903,7 @@ export class Session implements Sink, ReplyObserver {
   }
 
   private allSourcesStopped(): boolean {
-    return this.stoppedSources.has(this.classic) && (!this.uring || this.stoppedSources.has(this.uring));
+    return (!this.classic || this.stoppedSources.has(this.classic)) && (!this.uring || this.stoppedSources.has(this.uring));
   }
 }
 
@@ -702,6 +949,26 @@ class EarlyInterrupts {
       }
     }
   }
+}
+
+/** The main thread's stats plus its workers' (counters summed, per-thread rows kept). */
+function mergeStats(own: SessionStats, workers: (SessionStats | null)[]): SessionStats {
+  const out: SessionStats = { ...own, ops: { ...own.ops }, threads: [...own.threads] };
+  const sum = ["ringRequests", "devRequests", "wakeups", "cqes", "submits", "inflight", "pinnedBytes", "fixedIo", "enters", "nativeRequests",
+    "nativeReadBytes", "nativeWriteBytes", "nativeErrors", "ringRecovered", "errors", "replies", "forgets", "interrupts"] as const;
+  workers.forEach((w, i) => {
+    if (!w) return;
+    for (const k of sum) (out[k] as number) += w[k] as number;
+    out.inflightMax = Math.max(out.inflightMax, w.inflightMax);
+    out.nativeInflightMax = Math.max(out.nativeInflightMax, w.nativeInflightMax);
+    out.nativeHandles += w.nativeHandles;
+    out.fixedBuffers ||= w.fixedBuffers;
+    for (const [op, n] of Object.entries(w.ops)) out.ops[op] = (out.ops[op] ?? 0) + n;
+    for (const t of w.threads) out.threads.push({ ...t, thread: `worker ${i}` });
+  });
+  const reqs = out.threads.reduce((a, t) => a + t.requests, 0);
+  out.handoffsPerRequest = reqs ? out.wakeups / reqs : 0;
+  return out;
 }
 
 function roundUp(n: number, to: number): number {

@@ -35,7 +35,13 @@ export class ClassicSource implements Source {
     for (let i = 0; i < opts.slots; i++) {
       this.slots.push(makeSlot(this, i, n.fu_classic_header(h, i) as Pointer, n.fu_classic_payload(h, i) as Pointer, opts.payloadSize));
     }
-    this.statsView = new DataView(toArrayBuffer(n.fu_classic_stats(h) as Pointer, 0, 32));
+    this.statsView = new DataView(toArrayBuffer(n.fu_classic_stats(h) as Pointer, 0, 64));
+  }
+
+  /** Serve READ/WRITE/FSYNC of native handles on the reader thread (before start). */
+  setDataPlane(dp: Pointer): void {
+    const rc = native().fu_classic_set_dataplane(this.handle!, dp);
+    if (rc < 0) throw new Error(`fuse-uring: cannot attach the data plane to the /dev/fuse reader (errno ${-rc})`);
   }
 
   setOpSizes(table: Uint8Array): void {
@@ -82,6 +88,12 @@ export class ClassicSource implements Source {
     const reads = Number(v.getBigUint64(0, true));
     const wakeups = Number(v.getBigUint64(8, true));
     const errors = Number(v.getBigUint64(24, true));
-    return { requests: reads, wakeups, cqes: 0, submits: 0, errors: errors + this.replyErrors, fixedIo: 0 };
+    const u = (i: number) => Number(v.getBigUint64(i * 8, true));
+    // shim/classic.zig Stats: reads, wakeups, replies, errors, native_requests,
+    // native_read_bytes, native_write_bytes, native_errors
+    return {
+      requests: reads, wakeups, cqes: 0, submits: 0, errors: errors + this.replyErrors, fixedIo: 0,
+      nativeRequests: u(4), nativeReadBytes: u(5), nativeWriteBytes: u(6), nativeErrors: u(7),
+    };
   }
 }

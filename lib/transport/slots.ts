@@ -23,8 +23,13 @@ export const COMPLETION_SIZE = 16;
 export const COMPLETION_BATCH = 256;
 
 export class CompletionBuffer {
-  readonly bytes = new Uint8Array(COMPLETION_SIZE * COMPLETION_BATCH);
-  private readonly view = new DataView(this.bytes.buffer);
+  readonly bytes: Uint8Array;
+  private readonly view: DataView;
+
+  constructor(records = COMPLETION_BATCH) {
+    this.bytes = new Uint8Array(COMPLETION_SIZE * records);
+    this.view = new DataView(this.bytes.buffer);
+  }
 
   /**
    * Pop records with `pop` (fu_classic_pop / fu_ring_pop: one FFI call per COMPLETION_BATCH)

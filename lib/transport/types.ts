@@ -24,6 +24,22 @@ export interface SourceStats {
   errors: number;
   fixedIo: number;
   fixedBuffers?: boolean;
+  /** io_uring_enter calls (ring). */
+  enters?: number;
+  /** Requests answered by the native data plane, without JS. */
+  nativeRequests?: number;
+  nativeReadBytes?: number;
+  nativeWriteBytes?: number;
+  nativeErrors?: number;
+  nativeInflightMax?: number;
+  /** Native reads/writes done synchronously on the ring's owner thread. */
+  nativeSync?: number;
+  /** Ring commands retried / entries registered again after an unexpected error. */
+  recovered?: number;
+  /** Most ring entries held at once (JS + native). */
+  inflightMax?: number;
+  /** Times the ring's owner went idle (eventfd armed). */
+  idles?: number;
 }
 
 /** A producer of requests: the /dev/fuse reader, or the FUSE io_uring. */

@@ -1,7 +1,11 @@
-// FUSE-over-io_uring transport: the shim's ring thread owns an SQE128 io_uring with `depth`
-// entries per queue (one queue per possible CPU) and rings the doorbell once per batch of
-// completions. Replies are queued with fu_ring_commit (no syscall) and submitted together by
-// one fu_ring_kick at the end of a JS batch.
+// FUSE-over-io_uring transport. The JS thread that runs the handlers owns the ring (the shim's
+// `fu_ring_enter` submits every queued reply and backing I/O, runs the kernel's task work and
+// reaps completions in one io_uring_enter), so under load a request is reaped, handled and
+// answered on this thread with no hand-off. When nothing is pending in JS the pump blocks in
+// the kernel for up to `waitMicros` waiting for the next request (the libfuse model); when that
+// wait runs out, or handlers wait on the event loop, it arms the ring's eventfd and returns to
+// the event loop, and the shim's watcher thread rings the doorbell once when work arrives.
+// See docs/ARCHITECTURE.md for the request path and the numbers behind these choices.
 
 import { toArrayBuffer, type Pointer } from "bun:ffi";
 import { readFileSync } from "node:fs";
@@ -10,25 +14,34 @@ import { HDR_PAYLOAD_SZ, RING_HEADER_SIZE } from "../protocol/constants.ts";
 import { CompletionBuffer, makeSlot } from "./slots.ts";
 import type { Sink, Slot, Source, SourceStats } from "./types.ts";
 
-/** io_uring setup flags the ring thread may use (it is the only submitter). */
+/** io_uring setup flags (the owner thread is the only submitter). */
 export const IORING_SETUP_SINGLE_ISSUER = 1 << 12;
 export const IORING_SETUP_DEFER_TASKRUN = 1 << 13;
 export const IORING_SETUP_COOP_TASKRUN = 1 << 8;
-/** Shim flag (not io_uring's): do not register the payloads as fixed buffers. */
+/** Shim flags (not io_uring's): no fixed-buffer registration; fault injection for tests. */
 export const FU_RING_NO_FIXED_BUFFERS = 2 ** 31;
+export const FU_RING_FAULT_BAD_COMMIT = 2 ** 30;
 
 export interface UringOptions {
   fd: number;
-  queues: number;
+  /** Kernel queue ids this engine serves (all of them unless work is split over workers). */
+  qids: number[];
+  /** Number of queues the kernel expects (possible CPUs). */
+  totalQueues: number;
   depth: number;
   payloadSize: number;
   setupFlags: number;
+  /** Threadsafe JSCallback rung by the shim's watcher thread when an idle owner has work. */
   doorbell: Pointer;
-  /** Busy-wait for replies after a doorbell before the ring thread sleeps (µs, 0 = off). */
-  spinMicros?: number;
+  /** Native data plane table (shim), or null to send every request to JS. */
+  dataPlane: Pointer | null;
+  /** How long the pump may block in the kernel for the next request (µs). */
+  waitMicros: number;
+  /** Native reads/writes up to this many bytes run synchronously on the owner thread. */
+  nativeSyncMax: number;
 }
 
-/** Number of possible CPUs = number of FUSE ring queues the kernel expects (docs/KERNEL.md §4). */
+/** Number of possible CPUs = number of FUSE ring queues the kernel expects (docs/KERNEL.md). */
 export function possibleCpus(): number {
   const text = readFileSync("/sys/devices/system/cpu/possible", "utf8").trim();
   let n = 0;
@@ -39,10 +52,37 @@ export function possibleCpus(): number {
   return n;
 }
 
+/** Default pinned-memory budget for ring buffers (issue: ≤ 64 MiB on any host). */
+export const PINNED_BUDGET = 64 << 20;
+
+/**
+ * Queue depth and max_write that keep `queues × depth × (max_write + 4 KiB)` within `budget`:
+ * depth 8 and 1 MiB where they fit, else fewer entries (down to 2), then smaller payloads (the
+ * kernel needs every possible CPU's queue registered, each entry with a payload buffer of at
+ * least max_write, so only these two can give).
+ */
+export function ringSizing(queues: number, budget = PINNED_BUDGET): { depth: number; maxWrite: number } {
+  const perEntry = (1 << 20) + 4096;
+  const depth = Math.max(2, Math.min(8, Math.floor(budget / (queues * perEntry))));
+  if (queues * depth * perEntry <= budget) return { depth, maxWrite: 1 << 20 };
+  let d = Math.floor(budget / (queues * (8192 + 4096)));
+  d = Math.max(1, Math.min(2, d));
+  const maxWrite = Math.max(8192, Math.floor((budget / (queues * d) - 4096) / 4096) * 4096);
+  return { depth: d, maxWrite: Math.min(1 << 20, maxWrite) };
+}
+
 export class UringError extends Error {
   constructor(readonly errno: number, message: string) {
     super(message);
   }
+}
+
+const STATS_WORDS = 18;
+/** After this long of continuous pumping, yield one macrotask turn (timers, I/O callbacks). */
+const SLICE_MS = 4;
+
+function yieldToEventLoop(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve));
 }
 
 export class UringSource implements Source {
@@ -50,42 +90,69 @@ export class UringSource implements Source {
   readonly slots: Slot[] = [];
   readonly pinnedBytes: number;
   private handle: Pointer | null;
-  private readonly completions = new CompletionBuffer();
+  private readonly out: CompletionBuffer;
+  private readonly maxOut: number;
   private readonly statsView: DataView;
-  private pendingKick = false;
   private final: SourceStats | null = null;
+  private readonly waitMicros: number;
+  private pumping = false;
+  private scheduled = false;
+  private stopped = false;
+  /** Requests JS holds, and how many of them wait for a ring I/O (answered by a later enter). */
+  private held = 0;
+  private ioPending = 0;
+  private readonly pumpBound = () => void this.pump();
+  /** Commit/io refusals (a bug: logged loudly by the session). */
+  refusals = 0;
 
   constructor(private readonly sink: Sink, opts: UringOptions) {
     const n = native();
     const err = new Int32Array(1);
-    const h = n.fu_ring_create(opts.fd, opts.queues, opts.depth, opts.payloadSize, opts.setupFlags, opts.doorbell, err) as Pointer | null;
+    const qids = new Uint16Array(opts.qids);
+    const h = n.fu_ring_create(opts.fd, qids, qids.length, opts.totalQueues, opts.depth, opts.payloadSize, opts.setupFlags, opts.doorbell, opts.dataPlane, err) as Pointer | null;
     if (!h) throw new UringError(-err[0]!, `io_uring setup failed (errno ${-err[0]!})`);
     this.handle = h;
-    const entries = opts.queues * opts.depth;
+    const entries = qids.length * opts.depth;
     for (let i = 0; i < entries; i++) {
       this.slots.push(makeSlot(this, i, n.fu_ring_header(h, i) as Pointer, n.fu_ring_payload(h, i) as Pointer, opts.payloadSize));
     }
+    this.maxOut = 2 * entries + 2;
+    this.out = new CompletionBuffer(this.maxOut);
     this.pinnedBytes = entries * (opts.payloadSize + 4096);
-    if (opts.spinMicros) n.fu_ring_set_spin(h, Math.round(opts.spinMicros * 1000));
-    this.statsView = new DataView(toArrayBuffer(n.fu_ring_stats(h) as Pointer, 0, 72));
+    this.waitMicros = opts.waitMicros;
+    n.fu_ring_set_native_sync(h, opts.nativeSyncMax);
+    this.statsView = new DataView(toArrayBuffer(n.fu_ring_stats(h) as Pointer, 0, STATS_WORDS * 8));
   }
 
-  /** Register the entries with the kernel; only after the INIT reply was written. */
+  /** Queue REGISTER for every entry and start pumping; only after the INIT reply was written. */
   start(): void {
     const rc = native().fu_ring_start(this.handle!);
     if (rc < 0) throw new UringError(-rc, `io_uring register failed (errno ${-rc})`);
+    void this.pump();
   }
 
+  /** Doorbell (the owner was idle and work arrived). */
   drain(): void {
-    if (this.handle) this.completions.drain(native().fu_ring_pop, this.handle, this, this.sink);
+    void this.pump();
   }
 
-  reply(slot: Slot, payloadLen: number): number {
-    if (!this.handle) return -107;
+  /** Sink side: a REQUEST record was dispatched / an IO_DONE arrived. */
+  noteRequest(): void {
+    this.held++;
+  }
+
+  reply(slot: Slot, payloadLen: number): void {
+    if (!this.handle) return;
     slot.header.setUint32(HDR_PAYLOAD_SZ, payloadLen, true);
-    const rc = native().fu_ring_commit(this.handle, slot.index); // -EINVAL not held, -EBUSY I/O running
-    this.pendingKick = true;
-    return rc;
+    const rc = native().fu_ring_commit(this.handle, slot.index);
+    if (rc < 0) {
+      // The session's request state machine makes this unreachable; if it happens the caller
+      // would hang, so it is loud.
+      this.refusals++;
+      throw new Error(`fuse-uring: ring refused the answer for entry ${slot.index} (errno ${-rc})`);
+    }
+    this.held--;
+    this.schedule();
   }
 
   /** A ring entry always needs a COMMIT to come back; an empty error reply is the release. */
@@ -93,23 +160,82 @@ export class UringSource implements Source {
     this.reply(slot, 0);
   }
 
-  /** Queue a fixed-buffer backing read (kind 1) or write (kind 2) on slot's payload. */
+  /** Backing read (kind 1) into / write (kind 2) from slot's payload; IO_DONE reports it. */
   io(slot: Slot, kind: 1 | 2, fd: number, offset: number, len: number): number {
     if (!this.handle) return -107;
-    this.pendingKick = true;
-    return native().fu_ring_io(this.handle, kind, slot.index, fd, offset, len);
+    const rc = native().fu_ring_io(this.handle, kind, slot.index, fd, offset, len);
+    if (rc >= 0) {
+      this.ioPending++;
+      this.schedule();
+    }
+    return rc;
+  }
+
+  ioFinished(): void {
+    this.ioPending--;
   }
 
   flush(): void {
-    if (this.pendingKick && this.handle) {
-      this.pendingKick = false;
-      native().fu_ring_kick(this.handle);
+    this.schedule();
+  }
+
+  private schedule(): void {
+    if (this.pumping || this.scheduled || !this.handle) return;
+    this.scheduled = true;
+    queueMicrotask(this.pumpBound);
+  }
+
+  /**
+   * The engine loop. Blocks in the kernel only while no handler is waiting on the event loop;
+   * lets handlers that settle within microtasks answer before the next enter; yields a
+   * macrotask turn every SLICE_MS so timers and I/O callbacks run under sustained load; arms
+   * the eventfd and returns when idle.
+   */
+  private async pump(): Promise<void> {
+    this.scheduled = false;
+    if (this.pumping || !this.handle || this.stopped) return;
+    this.pumping = true;
+    const n = native();
+    const h = this.handle;
+    const bytes = this.out.bytes;
+    n.fu_ring_set_idle(h, 0);
+    let sliceStart = performance.now();
+    try {
+      for (;;) {
+        const waiting = this.held - this.ioPending;
+        let count = n.fu_ring_enter(h, bytes, this.maxOut, waiting > 0 ? 0 : this.waitMicros);
+        if (count > 0) this.out.dispatch(count, this, this.sink);
+        if (this.stopped || !this.handle) return;
+        for (let i = 0; i < 3 && this.held - this.ioPending > 0; i++) await null;
+        if (!this.handle) return;
+        if (count === 0) {
+          // Idle: from now on the kernel signals the eventfd; one more look closes the race
+          // with a request that arrived just before.
+          n.fu_ring_set_idle(h, 1);
+          count = n.fu_ring_enter(h, bytes, this.maxOut, 0);
+          if (count === 0) return;
+          n.fu_ring_set_idle(h, 0);
+          this.out.dispatch(count, this, this.sink);
+          if (this.stopped) return;
+        }
+        if (performance.now() - sliceStart > SLICE_MS) {
+          await yieldToEventLoop();
+          if (!this.handle) return;
+          sliceStart = performance.now();
+        }
+      }
+    } finally {
+      this.pumping = false;
     }
   }
 
-  stop(): void {
-    if (this.handle) native().fu_ring_stop(this.handle);
+  /** Sink side: the STOPPED record arrived. */
+  markStopped(): void {
+    this.stopped = true;
   }
+
+  /** The engine stops by itself when the connection ends (entries complete with ENOTCONN). */
+  stop(): void {}
 
   destroy(): void {
     if (!this.handle) return;
@@ -122,11 +248,15 @@ export class UringSource implements Source {
     if (!this.handle) return this.final!;
     const v = this.statsView;
     const u = (i: number) => Number(v.getBigUint64(i * 8, true));
-    // struct { submits, cqes, wakeups, requests, commits, io_ops, errors, dead, fixed_buffers }
-    // io_ops are READ_FIXED/WRITE_FIXED when the payloads are registered (fixed_buffers = 1),
-    // plain READ/WRITE on the same memory otherwise.
+    // shim/ring.zig Stats: enters, cqes, wakeups, requests, commits, io_ops, errors, dead,
+    // fixed_buffers, native_requests, native_read_bytes, native_write_bytes, native_errors,
+    // recovered, inflight_max, idles, native_inflight_max, native_sync
     const fixed = u(8) === 1;
-    return { submits: u(0), cqes: u(1), wakeups: u(2), requests: u(3), fixedIo: fixed ? u(5) : 0, errors: u(6), fixedBuffers: fixed };
+    return {
+      submits: u(0), cqes: u(1), wakeups: u(2), requests: u(3), fixedIo: fixed ? u(5) : 0, errors: u(6) + this.refusals, fixedBuffers: fixed,
+      enters: u(0), nativeRequests: u(9), nativeReadBytes: u(10), nativeWriteBytes: u(11), nativeErrors: u(12),
+      recovered: u(13), inflightMax: u(14), idles: u(15), nativeInflightMax: u(16), nativeSync: u(17),
+    };
   }
 }
 

@@ -48,7 +48,9 @@ describe("doctor, enable_uring=Y", () => {
     const r = await doctor();
     expect(r.code, fmt(r)).toBe(0);
     const lines = r.stdout.trimEnd().split("\n");
-    const checkLines = lines.slice(0, -1);
+    // First the version (as `fuse-uring --version` prints it), then one line per check.
+    expect(lines[0]).toMatch(/^fuse-uring \d+\.\d+\.\d+\S* \(bun [\d.]+, linux-\w+\)$/);
+    const checkLines = lines.slice(1, -1);
     expect(checkLines.length).toBe(EXPECTED_IDS.length);
     for (const l of checkLines) expect(l).toMatch(/^(OK  |WARN|FAIL) [a-z_0-9]+: \S/);
     for (const l of checkLines.filter((l) => !l.startsWith("OK"))) expect(l).toContain(" — fix: ");
@@ -62,6 +64,7 @@ describe("doctor, enable_uring=Y", () => {
     expect(r.code, fmt(r)).toBe(0);
     const rep = JSON.parse(r.stdout);
     expect(rep.ok).toBe(true);
+    expect(rep.version).toBe(JSON.parse(readFileSync(`${import.meta.dir}/../../package.json`, "utf8")).version);
     expect(rep.checks.map((c: Check) => c.id)).toEqual(EXPECTED_IDS);
     const c = byId(rep.checks);
     for (const id of ["platform", "shim", "dev_fuse", "fusermount3", "enable_uring", "test_mount", "fuse_over_io_uring"]) expect(c[id]!.status, id).toBe("OK");

@@ -193,9 +193,12 @@ for (const transport of TRANSPORTS) {
       // callback (that answered EBUSY before), every read returns the backing file's bytes.
       const backingSha = sha256(Buffer.alloc(65536, "B"));
       for (let i = 0; i < 40; i++) expect(await sha256sum(`${m}/io-ok`)).toBe(backingSha);
-      const s = await statsOf(f, (s) => (s.deferredAnswers as number) >= rounds * 3 && s.inflight === 0);
+      // io-throw and io-early answer synchronously while the I/O is queued: always deferred.
+      // io-throw-async throws after an await, by when the I/O may already be done (the ring
+      // can complete a cached read in the same io_uring_enter).
+      const s = await statsOf(f, (s) => (s.deferredAnswers as number) >= rounds * 2 && s.inflight === 0);
       // The answers really waited for the I/O (the path under test was taken) …
-      expect(s.deferredAnswers as number).toBeGreaterThanOrEqual(rounds * 3);
+      expect(s.deferredAnswers as number).toBeGreaterThanOrEqual(rounds * 2);
       // … nothing was answered twice, no completion was unexpected, no slot was written after
       // its answer (FUSE_URING_POISON=1 checks every slot on reuse).
       expect(s.protocolErrors, f.d.stderr().slice(-3000)).toBe(0);

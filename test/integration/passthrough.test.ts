@@ -132,9 +132,9 @@ function fdCount(pid: number): number {
   }
 }
 
-/** READ/WRITE requests the daemon logged with --debug (`fuse: #N READ node=…`). */
+/** READ/WRITE requests the daemon logged with --debug (`rx N READ nX …`). */
 function debugOps(stderr: string, op: string): number {
-  return stderr.split("\n").filter((l) => l.startsWith("fuse: #") && l.includes(` ${op} node=`)).length;
+  return stderr.split("\n").filter((l) => l.startsWith("rx ") && l.split(" ")[2] === op).length;
 }
 
 function requestCount(s: Stats): number {
@@ -630,10 +630,10 @@ export default () => new Hiding(process.env.PT_SRC!);
       }
     }, 90_000);
 
-    fuseTest("control: without --kernel-passthrough the same read is served by READ requests", async () => {
+    fuseTest("control: without --kernel-passthrough (and --data-plane js) the same read is served by READ requests", async () => {
       const src = await mountTmpfs("size=128m");
       try {
-        const d = await startDaemon(["--transport", transport, "--debug"], { command: ptCommand(() => src) });
+        const d = await startDaemon(["--transport", transport, "--debug", "--data-plane", "js"], { command: ptCommand(() => src) });
         const sha = randomFile(`${src}/big`, 16 * MiB);
         expect(await sha256sum(`${d.mnt}/big`)).toBe(sha);
         expect(debugOps(d.stderr(), "READ")).toBeGreaterThanOrEqual(16);

@@ -403,7 +403,7 @@ describe("npm package (npm pack → bunx / bun add)", () => {
     expect(pkg.dependencies ?? {}).toEqual({});
   });
 
-  fuseTest("bunx --package ./fuse-uring-<v>.tgz fuse-uring mount --memfs MNT (no Zig, no repo)", async () => {
+  fuseTest("bunx --package /abs/path/fuse-uring-<v>.tgz fuse-uring mount --memfs MNT (no Zig, no repo)", async () => {
     const home = join(work, "home-bunx");
     mkdirSync(home, { recursive: true });
     const d = await startDaemon([], { command: (mnt) => [...env(home), "bunx", "--package", tgz, "fuse-uring", "mount", "--memfs", mnt], cwd: work, readyTimeoutMs: 60_000 });

@@ -1,0 +1,135 @@
+// The native data plane, JS side: a table in the shim (shim/dataplane.zig) of file handles
+// whose READ, WRITE and FSYNC the shim answers itself from a backing fd — on the ring with
+// fixed-buffer io_uring I/O, on classic with pread/pwrite in the reader thread — so no JS runs
+// per data request.
+//
+// An OPEN/CREATE reply that names `backingFd` gets a slot: the kernel is given fh = TAG + slot
+// instead of the filesystem's fh. Every other request that carries that fh (FLUSH, RELEASE,
+// GETATTR/SETATTR with fh, LSEEK, FALLOCATE, COPY_FILE_RANGE, locks) has it rewritten back to the
+// filesystem's fh in place, in the request header, before dispatch, so filesystems never see
+// the tagged numbers. RELEASE ends the mapping. The filesystem keeps owning the fd: it must keep
+// it open until its release handler runs, and closes it there (docs/DATAPLANE.md).
+
+import type { Pointer } from "bun:ffi";
+import { native } from "../native.ts";
+import { getU64, setU64 } from "../protocol/codec.ts";
+import { FATTR, FUSE_GETATTR_FH, HDR_OP_IN, Op } from "../protocol/constants.ts";
+
+/** shim/dataplane.zig fh_tag (2^47). */
+export const NATIVE_FH_TAG = 2 ** 47;
+export const DEFAULT_CAPACITY = 1 << 16;
+
+export type DataPlaneMode = "native" | "js";
+
+/** What a worker needs to use the same table (a pointer and shared bookkeeping). */
+export interface DataPlaneShare {
+  handle: number;
+  capacity: number;
+  userFh: SharedArrayBuffer;
+  used: SharedArrayBuffer;
+}
+
+export class DataPlane {
+  readonly handle: Pointer;
+  readonly capacity: number;
+  private readonly owner: boolean;
+  /** The filesystem's fh per slot, and slot in use (0/1): shared by every thread's session. */
+  private readonly userFh: Float64Array;
+  private readonly used: Int32Array;
+  private readonly share: DataPlaneShare;
+  private cursor = 0;
+  /** Handles mapped now (this thread's view: maps − unmaps done here), ever, refused (full). */
+  open = 0;
+  mapped = 0;
+  full = 0;
+
+  constructor(capacity = DEFAULT_CAPACITY, share?: DataPlaneShare) {
+    if (share) {
+      this.handle = share.handle as Pointer;
+      this.capacity = share.capacity;
+      this.share = share;
+      this.owner = false;
+    } else {
+      const err = new Int32Array(1);
+      const h = native().fu_dataplane_create(capacity, err) as Pointer | null;
+      if (!h) throw new Error(`fuse-uring: cannot create the data plane table (errno ${-err[0]!})`);
+      this.handle = h;
+      this.capacity = capacity;
+      this.share = { handle: h as number, capacity, userFh: new SharedArrayBuffer(8 * capacity), used: new SharedArrayBuffer(4 * capacity) };
+      this.owner = true;
+    }
+    this.userFh = new Float64Array(this.share.userFh);
+    this.used = new Int32Array(this.share.used);
+  }
+
+  /** For a worker thread's session: the same table. */
+  shared(): DataPlaneShare {
+    return this.share;
+  }
+
+  /** The fh to give the kernel for a handle served from `fd`; the fs's own fh when full. */
+  map(fh: number, fd: number): number {
+    if (!(fd >= 0)) return fh;
+    const cap = this.capacity;
+    for (let i = 0; i < cap; i++) {
+      const slot = (this.cursor + i) % cap;
+      if (this.used[slot] === 0 && Atomics.compareExchange(this.used, slot, 0, 1) === 0) {
+        this.cursor = slot + 1;
+        this.userFh[slot] = fh;
+        native().fu_dataplane_set(this.handle, slot, fd);
+        this.open++;
+        this.mapped++;
+        return NATIVE_FH_TAG + slot;
+      }
+    }
+    this.full++;
+    return fh;
+  }
+
+  private unmapValue(v: DataView, off: number, release: boolean): void {
+    const fh = getU64(v, off);
+    if (fh < NATIVE_FH_TAG || fh >= NATIVE_FH_TAG + this.capacity) return;
+    const slot = fh - NATIVE_FH_TAG;
+    setU64(v, off, this.userFh[slot]!);
+    if (release) {
+      native().fu_dataplane_set(this.handle, slot, -1);
+      Atomics.store(this.used, slot, 0);
+      this.open--;
+    }
+  }
+
+  /** Rewrite native handles in a request header (op_in) back to the filesystem's fh. */
+  unmapRequest(opcode: number, h: DataView): void {
+    const OP = HDR_OP_IN;
+    switch (opcode) {
+      case Op.RELEASE:
+        return this.unmapValue(h, OP, true);
+      case Op.READ:
+      case Op.WRITE:
+      case Op.FSYNC:
+      case Op.FLUSH:
+      case Op.GETLK:
+      case Op.SETLK:
+      case Op.SETLKW:
+      case Op.FALLOCATE:
+      case Op.LSEEK:
+      case Op.IOCTL:
+      case Op.POLL:
+        return this.unmapValue(h, OP, false);
+      case Op.COPY_FILE_RANGE:
+      case Op.COPY_FILE_RANGE_64:
+        this.unmapValue(h, OP, false);
+        return this.unmapValue(h, OP + 24, false);
+      case Op.GETATTR:
+        if (h.getUint32(OP, true) & FUSE_GETATTR_FH) this.unmapValue(h, OP + 8, false);
+        return;
+      case Op.SETATTR:
+        if (h.getUint32(OP, true) & FATTR.FH) this.unmapValue(h, OP + 8, false);
+        return;
+    }
+  }
+
+  destroy(): void {
+    if (this.owner) native().fu_dataplane_destroy(this.handle);
+  }
+}

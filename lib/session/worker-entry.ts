@@ -1,0 +1,81 @@
+// A worker thread of `--workers N` (lib/session/workers.ts): loads its own copy of the
+// filesystem module, creates its own io_uring for its share of the queues (this thread is the
+// ring's submitter), and serves those queues like the main thread would in single-thread mode.
+
+import { loadScript } from "../script.ts";
+import type { InodeFS } from "../fs/types.ts";
+import { Session, type SessionOptions } from "./session.ts";
+import type { FromWorker, ToWorker } from "./workers.ts";
+
+declare const self: Worker;
+
+let session: Session | null = null;
+let fs: InodeFS | null = null;
+let statsTimer: ReturnType<typeof setInterval> | null = null;
+
+function post(m: FromWorker): void {
+  self.postMessage(m);
+}
+
+function message(e: unknown): string {
+  return e instanceof Error ? e.message : String(e);
+}
+
+async function handle(m: ToWorker): Promise<void> {
+  switch (m.type) {
+    case "load": {
+      try {
+        fs = await loadScript(m.module.path, { args: m.module.args, mountpoint: m.module.mountpoint });
+      } catch (e) {
+        return post({ type: "error", message: message(e) });
+      }
+      if (fs.replicable !== true) {
+        return post({
+          type: "error",
+          message: `${m.module.path}: --workers needs a filesystem whose copies answer alike: declare \`replicable: true\` on the InodeFS ` +
+            `(node ids and file handles computed, not counted per copy); this one keeps per-thread state`,
+        });
+      }
+      const opts = { ...(m.opts as Partial<SessionOptions>), role: "worker" as const, dataPlaneShare: m.dataPlane, log: (line: string) => post({ type: "log", line: `[worker ${m.index}] ${line}` }) };
+      session = new Session(m.fd, fs, opts);
+      return post({ type: "loaded" });
+    }
+    case "ring": {
+      try {
+        session!.createRing(m.plan);
+        return post({ type: "ring", ok: true });
+      } catch (e) {
+        return post({ type: "ring", ok: false, errno: (e as { errno?: number }).errno ?? 0, message: message(e) });
+      }
+    }
+    case "start": {
+      const s = session!;
+      s.startWorker(m.init);
+      statsTimer = setInterval(() => post({ type: "stats", stats: s.stats() }), 500);
+      void s.ended.then((reason) => {
+        post({ type: "stats", stats: s.stats() });
+        post({ type: "ended", reason });
+      });
+      return;
+    }
+    case "forget":
+      for (let i = 0; i + 1 < m.pairs.length; i += 2) session?.forgetNode(m.pairs[i]!, m.pairs[i + 1]!);
+      return;
+    case "interrupt":
+      session?.interruptUnique(m.unique);
+      return;
+    case "close": {
+      if (statsTimer) clearInterval(statsTimer);
+      if (session) {
+        post({ type: "stats", stats: session.stats() });
+        await session.close();
+      }
+      post({ type: "closed" });
+      return;
+    }
+  }
+}
+
+self.onmessage = (ev: MessageEvent<ToWorker>) => {
+  handle(ev.data).catch((e) => post({ type: "error", message: message(e) }));
+};

@@ -1,0 +1,178 @@
+// Multi-core serving (`--workers N`): N Bun Workers, each with its own copy of the filesystem
+// module and its own io_uring for a share of the kernel's queues (queue q → worker q mod N).
+// Each worker is a complete ring engine: it reaps, handles and answers its requests on its own
+// thread (lib/transport/uring.ts). The main thread keeps the /dev/fuse reader (INIT, FORGET,
+// INTERRUPT, and anything sent before the rings are ready) and forwards FORGET and INTERRUPT to
+// every worker: the kernel does not say which queue served a node or a request.
+//
+// Only filesystems that declare `replicable: true` run this way: every copy must answer every
+// request the same way (node ids and file handles computed from the request, not handed out by
+// a per-copy counter; no request may depend on state another copy changed). memfs keeps its
+// tree in one thread, tree()/paths() number nodes as they are looked up, and the passthrough
+// numbers nodes per process: they refuse --workers with that explanation (docs/ARCHITECTURE.md).
+
+import type { DataPlaneShare } from "./dataplane.ts";
+import type { SessionStats } from "./session.ts";
+
+export interface WorkerModule {
+  path: string;
+  args: string[];
+  mountpoint?: string;
+}
+
+/** The ring plan for one worker (all plain data: it crosses postMessage). */
+export interface RingPlan {
+  qids: number[];
+  totalQueues: number;
+  depth: number;
+  payloadSize: number;
+  setupFlags: number;
+  waitMicros: number;
+  nativeSyncMax: number;
+}
+
+/** INIT facts a worker's filesystem gets in fs.init (functions are recreated in the worker). */
+export interface WorkerInit {
+  kernelMinor: number;
+  offered: string;
+  granted: string;
+  grantedNames: string[];
+  maxWrite: number;
+  maxReadahead: number;
+}
+
+export type ToWorker =
+  | { type: "load"; fd: number; module: WorkerModule; opts: Record<string, unknown>; dataPlane: DataPlaneShare | null; index: number }
+  | { type: "ring"; plan: RingPlan }
+  | { type: "start"; init: WorkerInit }
+  | { type: "forget"; pairs: number[] }
+  | { type: "interrupt"; unique: number }
+  | { type: "close" };
+
+export type FromWorker =
+  | { type: "loaded" }
+  | { type: "error"; message: string }
+  | { type: "ring"; ok: boolean; errno?: number; message?: string }
+  | { type: "stats"; stats: SessionStats }
+  | { type: "ended"; reason: string }
+  | { type: "closed" }
+  | { type: "log"; line: string };
+
+interface Slot {
+  worker: Worker;
+  stats: SessionStats | null;
+  ended: boolean;
+  waiters: Map<string, (m: FromWorker) => void>;
+}
+
+export class WorkerPool {
+  private readonly slots: Slot[] = [];
+  private endedResolve!: (reason: string) => void;
+  /** Settles when every worker's ring has stopped (unmount, abort). */
+  readonly ended: Promise<string>;
+  private endReason = "";
+
+  constructor(readonly count: number, private readonly log: (line: string) => void) {
+    this.ended = new Promise((res) => (this.endedResolve = res));
+    for (let i = 0; i < count; i++) {
+      const worker = new Worker(new URL("./worker-entry.ts", import.meta.url).href);
+      const slot: Slot = { worker, stats: null, ended: false, waiters: new Map() };
+      worker.onmessage = (ev: MessageEvent<FromWorker>) => this.onMessage(slot, ev.data);
+      worker.onerror = (ev) => {
+        this.log(`fuse-uring: worker ${i} failed: ${(ev as ErrorEvent).message ?? String(ev)}`);
+        this.markEnded(slot, "worker failed");
+      };
+      this.slots.push(slot);
+    }
+  }
+
+  private onMessage(slot: Slot, m: FromWorker): void {
+    switch (m.type) {
+      case "stats":
+        slot.stats = m.stats;
+        return;
+      case "ended":
+        return this.markEnded(slot, m.reason);
+      case "log":
+        return this.log(m.line);
+    }
+    const key = m.type === "error" ? [...slot.waiters.keys()][0] : m.type;
+    const waiter = key !== undefined ? slot.waiters.get(key) : undefined;
+    if (waiter && key !== undefined) {
+      slot.waiters.delete(key);
+      waiter(m);
+    }
+  }
+
+  private markEnded(slot: Slot, reason: string): void {
+    if (slot.ended) return;
+    slot.ended = true;
+    if (!this.endReason) this.endReason = reason;
+    if (this.slots.every((s) => s.ended)) this.endedResolve(this.endReason);
+  }
+
+  private request(slot: Slot, msg: ToWorker, reply: FromWorker["type"], timeoutMs = 30_000): Promise<FromWorker> {
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => {
+        slot.waiters.delete(reply);
+        resolve({ type: "error", message: `worker did not answer ${msg.type} within ${timeoutMs} ms` });
+      }, timeoutMs);
+      slot.waiters.set(reply, (m) => {
+        clearTimeout(timer);
+        resolve(m);
+      });
+      slot.worker.postMessage(msg);
+    });
+  }
+
+  /** Every worker imports the module; rejects with the first worker's error message. */
+  async load(fd: number, module: WorkerModule, opts: Record<string, unknown>, dataPlane: DataPlaneShare | null): Promise<void> {
+    const answers = await Promise.all(this.slots.map((s, index) => this.request(s, { type: "load", fd, module, opts, dataPlane, index }, "loaded")));
+    const bad = answers.find((a) => a.type === "error");
+    if (bad && bad.type === "error") throw new Error(bad.message);
+  }
+
+  /** Queue ids of worker `w`: q mod count. */
+  qidsOf(w: number, totalQueues: number): number[] {
+    const out: number[] = [];
+    for (let q = w; q < totalQueues; q += this.count) out.push(q);
+    return out;
+  }
+
+  /** Each worker creates its ring (on its own thread: the ring's submitter). Null, or why not. */
+  async createRings(plan: Omit<RingPlan, "qids">): Promise<{ errno: number; message: string } | null> {
+    const answers = await Promise.all(this.slots.map((s, w) => this.request(s, { type: "ring", plan: { ...plan, qids: this.qidsOf(w, plan.totalQueues) } }, "ring")));
+    for (const a of answers) {
+      if (a.type === "error") return { errno: 0, message: a.message };
+      if (a.type === "ring" && !a.ok) return { errno: a.errno ?? 0, message: a.message ?? "ring setup failed" };
+    }
+    return null;
+  }
+
+  start(init: WorkerInit): void {
+    for (const s of this.slots) s.worker.postMessage({ type: "start", init } satisfies ToWorker);
+  }
+
+  forget(pairs: number[]): void {
+    for (const s of this.slots) if (!s.ended) s.worker.postMessage({ type: "forget", pairs } satisfies ToWorker);
+  }
+
+  interrupt(unique: number): void {
+    for (const s of this.slots) if (!s.ended) s.worker.postMessage({ type: "interrupt", unique } satisfies ToWorker);
+  }
+
+  /** Latest stats of every worker (posted twice a second and when it ends). */
+  stats(): (SessionStats | null)[] {
+    return this.slots.map((s) => s.stats);
+  }
+
+  /** Workers that got no ring (classic fallback) never end on their own. */
+  endAll(reason: string): void {
+    for (const s of this.slots) this.markEnded(s, reason);
+  }
+
+  async close(): Promise<void> {
+    await Promise.all(this.slots.map((s) => this.request(s, { type: "close" }, "closed", 5000)));
+    for (const s of this.slots) s.worker.terminate();
+  }
+}
