@@ -9,6 +9,8 @@ export const USAGE = `Usage:
   fuse-uring mount --passthrough SRC MOUNTPOINT [options] mirror directory SRC
   fuse-uring mount ./myfs.ts MOUNTPOINT [options] [-- ARGS…]  filesystem from a script
                                                           (ARGS go to its default export)
+  fuse-uring mount --watch ./myfs.ts MOUNTPOINT [options]  the same, reloaded in place whenever
+                                                          the script or a file it imports changes
   fuse-uring unmount MOUNTPOINT                           unmount (also after a crash)
   fuse-uring doctor [--json]                              check /dev/fuse, fusermount3, io_uring,
                                                           the kernel's FUSE features; exit 0 when
@@ -46,6 +48,8 @@ Options:
   --allow-other                   let other users access the mount
   --no-default-permissions        do not let the kernel check mode bits
   --ro                            mount read-only
+  --watch                         (script) hot reload: swap in the edited script without
+                                  unmounting; SIGHUP reloads at once
   --fsname NAME, --subtype NAME   names shown in /proc/mounts (fuse.SUBTYPE)
   --writeback-cache               let the kernel cache writes (FUSE_WRITEBACK_CACHE)
   --kernel-passthrough            (--passthrough) serve file data in the kernel
@@ -81,6 +85,8 @@ export interface MountCommand {
   workers: number;
   statsFile?: string;
   debug: boolean;
+  /** Hot-reload the script when it (or a local file it imports) changes. */
+  watch?: boolean;
   allowOther: boolean;
   defaultPermissions: boolean;
   readOnly: boolean;
@@ -196,6 +202,7 @@ export function parseArgs(argv: string[]): Command {
       case "--max-write": cmd.maxWrite = intArg(flag, value(), 4096, 1 << 20); break;
       case "--stats-file": cmd.statsFile = strArg(flag, value()); break;
       case "--debug": cmd.debug = true; break;
+      case "--watch": cmd.watch = true; break;
       case "--allow-other": cmd.allowOther = true; break;
       case "--no-default-permissions": cmd.defaultPermissions = false; break;
       case "--ro": cmd.readOnly = true; break;
@@ -233,6 +240,7 @@ export function parseArgs(argv: string[]): Command {
     cmd.fs = { type: "script", path: positional.shift()!, args: scriptArgs };
   } else if (scriptArgs.length) throw new UsageError("arguments after -- are for a script filesystem");
   if (positional.length !== 1) throw new UsageError(positional.length === 0 ? "missing MOUNTPOINT" : `unexpected arguments: ${positional.slice(1).join(" ")}`);
+  if (cmd.watch && cmd.fs.type !== "script") throw new UsageError("--watch needs a script filesystem (fuse-uring mount --watch ./myfs.ts MOUNTPOINT)");
   if (cmd.kernelPassthrough && cmd.fs.type !== "passthrough") throw new UsageError("--kernel-passthrough needs --passthrough SRC");
   if (cmd.workers > 1 && cmd.fs.type !== "script") {
     throw new UsageError(`--workers needs a filesystem script that declares replicable: true (${cmd.fs.type} keeps its state in one thread)`);

@@ -6,6 +6,8 @@ export { FuseError, Errno, errnoName, type ErrnoName } from "./fs/errors.ts";
 export type * from "./fs/types.ts";
 export { S_IFMT, S_IFDIR, S_IFREG, S_IFLNK, S_IFCHR, S_IFBLK, S_IFIFO, S_IFSOCK } from "./fs/types.ts";
 export { MemFS, memfs } from "./fs/memfs.ts";
+export { ReloadError, type ReloadHook, type ReloadReport } from "./reload/swap.ts";
+export { mountScript, watchScript, ScriptWatcher, type WatchOptions, type MountScriptOptions } from "./reload/watch.ts";
 export { Session, type SessionOptions, type SessionStats, type TransportChoice } from "./session/session.ts";
 export { detach as unmountPath, isMounted, type VfsOptions } from "./mountpoint.ts";
 export { tree, file, dir, symlink, type TreeValue, type TreeOptions, type FileSpec, type FileOptions, type FileSource, type DirSpec, type DirEntries, type LinkSpec } from "./tree.ts";

@@ -2,6 +2,7 @@
 // sends cache invalidations.
 
 import { renameSync, writeFileSync } from "node:fs";
+import { reloadMount, type ReloadHook, type ReloadReport } from "./reload/swap.ts";
 import { attachMount, invalidateEntryPath, invalidatePath, toInodeFS, type Filesystem } from "./path/convert.ts";
 import { existsSync, statSync } from "node:fs";
 import { dirname } from "node:path";
@@ -25,6 +26,9 @@ export interface MountOptions extends Partial<SessionOptions> {
 }
 
 export interface MountStats extends SessionStats {
+  /** Hot reloads that swapped the filesystem / that failed (old version kept serving). */
+  reloads: number;
+  reloadErrors: number;
   mountpoint: string;
   uptimeMs: number;
 }
@@ -41,6 +45,8 @@ export class Mount implements AsyncDisposable {
   private readonly timer: ReturnType<typeof setInterval>;
   private readonly startedAt = Date.now();
   private unmounting: Promise<void> | null = null;
+  /** Counted by reload() and by script watchers (lib/reload/). */
+  readonly reloadCounters = { reloads: 0, reloadErrors: 0 };
 
   constructor(readonly mountpoint: string, readonly session: Session, private readonly statsFile?: string) {
     this.timer = setInterval(() => this.writeStats(), 1000);
@@ -80,7 +86,7 @@ export class Mount implements AsyncDisposable {
   }
 
   stats(): MountStats {
-    return { ...this.session.stats(), mountpoint: this.mountpoint, uptimeMs: Date.now() - this.startedAt };
+    return { ...this.session.stats(), mountpoint: this.mountpoint, uptimeMs: Date.now() - this.startedAt, ...this.reloadCounters };
   }
 
   private writeStats(): void {
@@ -92,6 +98,16 @@ export class Mount implements AsyncDisposable {
     } catch {
       // A stats file that cannot be written must not take the filesystem down.
     }
+  }
+
+  /**
+   * Hot reload: serve `next` from now on without unmounting (see lib/reload/swap.ts). A tree or
+   * path-handler filesystem keeps the node table and the kernel's caches are invalidated for
+   * what changed; an inode-API filesystem needs a hook `(old) => next` that carries its state
+   * over. Rejects with ReloadError while the old version keeps serving.
+   */
+  reload(next: Filesystem | ReloadHook): Promise<ReloadReport> {
+    return reloadMount(this, next);
   }
 
   /** Unmount (lazily if busy) and wait until the session has shut down. */

@@ -14,9 +14,14 @@ import { isAbsolute, relative, resolve } from "node:path";
 import type { InodeFS } from "./fs/types.ts";
 import { mount, type MountOptions } from "./mount.ts";
 import { attachMount, HandlerShapeError, toInodeFS, type Filesystem } from "./path/convert.ts";
+import { needsHook } from "./reload/swap.ts";
 
 export class ScriptError extends Error {
   override name = "ScriptError";
+  /** Local modules a failed load left in the module cache (hot reload evicts them next time). */
+  constructor(message: string, readonly modules: string[] = []) {
+    super(message);
+  }
 }
 
 export interface LoadScriptOptions {
@@ -25,13 +30,15 @@ export interface LoadScriptOptions {
   mountpoint?: string;
 }
 
-/** What a default-export function receives. */
+/** What a default-export function (and a reload hook) receives. */
 export interface ScriptContext {
   args: string[];
   mountpoint?: string;
+  /** Aborted when this version is replaced by a hot reload (`--watch`): stop its timers there. */
+  signal?: AbortSignal;
 }
 
-function show(file: string): string {
+export function show(file: string): string {
   const rel = relative(process.cwd(), file);
   return rel && !rel.startsWith("..") && !isAbsolute(rel) ? rel : file;
 }
@@ -113,15 +120,125 @@ function isClass(f: Function): boolean {
 
 /** Import a filesystem script and turn its default export into an InodeFS. */
 export async function loadScript(path: string, options: LoadScriptOptions = {}): Promise<InodeFS> {
+  return (await loadScriptVersion(path, options)).fs;
+}
+
+/** One loaded version of a script (what hot reload needs to load the next one). */
+export interface ScriptVersion {
+  fs: InodeFS;
+  /** Absolute path of the script. */
+  file: string;
+  /** Local module files this version loaded (the script and what it imports, no node_modules). */
+  modules: string[];
+  /** Aborted when this version is replaced by a reload (scripts: `ctx.signal`). */
+  controller: AbortController;
+  /** Built by the script's reload hook from the previous version. */
+  viaHook: boolean;
+  /** Content hashes of `modules` as loaded. */
+  hashes: Map<string, number | bigint>;
+}
+
+function isLocalModule(key: string): boolean {
+  return isAbsolute(key) && !key.includes("/node_modules/") && !key.startsWith("/$bunfs/") && !key.includes("?");
+}
+
+type ReloadFn = (old: InodeFS, ctx: ScriptContext) => unknown;
+
+/** `export function reload(old, ctx)`, or a static reload(old, ctx) on the default-export class. */
+function reloadHookOf(mod: Record<string, unknown>): ReloadFn | undefined {
+  if (typeof mod.reload === "function") return mod.reload as ReloadFn;
+  const d = mod.default as ((...a: unknown[]) => unknown) & { reload?: unknown };
+  if (typeof d === "function" && typeof d.reload === "function") return (d.reload as ReloadFn).bind(d);
+  return undefined;
+}
+
+/**
+ * Load `path` (again). With `previous`, the script's local modules are evicted from the module
+ * cache first, so edits to the script and to the files it imports both take effect (packages in
+ * node_modules stay loaded), and a reload hook, if the script exports one, builds the new version
+ * from the old instance instead of the default export.
+ */
+export async function loadScriptVersion(
+  path: string,
+  options: LoadScriptOptions = {},
+  previous?: ScriptVersion,
+  /** More local modules to evict (what failed loads in between left in the cache). */
+  evictAlso: Iterable<string> = [],
+): Promise<ScriptVersion> {
   const file = resolve(path);
+  if (previous && options.mountpoint && file.startsWith(resolve(options.mountpoint) + "/")) {
+    throw new ScriptError(`${path}: is on the mount it serves; it cannot be reloaded from there`);
+  }
   if (!existsSync(file)) throw new ScriptError(`${path}: no such file`);
   if (statSync(file).isDirectory()) throw new ScriptError(`${path}: is a directory, expected a .ts/.js module`);
+  const cache = require.cache as Record<string, unknown>;
+  if (previous) for (const m of [...previous.modules, ...evictAlso, file]) if (isLocalModule(m)) delete cache[m];
+  const before = new Set(Object.keys(cache));
+  // Modules on the mount itself are never reloaded, hashed or watched: the daemon reading its
+  // own mount would wait for an answer only it can give.
+  const mnt = options.mountpoint ? resolve(options.mountpoint) + "/" : null;
+  const loaded = () => [file, ...Object.keys(cache).filter((k) => !before.has(k) && k !== file && isLocalModule(k) && !(mnt && k.startsWith(mnt)))];
+  // Hashed before the import where known, so an edit racing with the load is noticed later.
+  const hashes = hashFiles(previous ? [file, ...previous.modules] : [file]);
   let mod: Record<string, unknown>;
   try {
     mod = (await import(file)) as Record<string, unknown>;
   } catch (e) {
-    throw new ScriptError(formatImportError(e, file));
+    throw new ScriptError(formatImportError(e, file), loaded());
   }
+  const modules = loaded();
+  for (const [f, h] of hashFiles(modules.filter((f) => !hashes.has(f)))) hashes.set(f, h);
+  for (const f of [...hashes.keys()]) if (!modules.includes(f)) hashes.delete(f);
+  try {
+    return { ...(await evaluate(mod, file, options, modules, previous)), hashes };
+  } catch (e) {
+    throw e instanceof ScriptError && e.modules.length === 0 ? new ScriptError(e.message, modules) : e;
+  }
+}
+
+/** Content hashes of files (-1: unreadable); what a watcher compares to skip no-op saves. */
+export function hashFiles(files: Iterable<string>): Map<string, number | bigint> {
+  const out = new Map<string, number | bigint>();
+  for (const f of files) {
+    try {
+      out.set(f, Bun.hash(readFileSync(f)));
+    } catch {
+      out.set(f, -1); // gone (an editor's rename in progress, or deleted)
+    }
+  }
+  return out;
+}
+
+async function evaluate(mod: Record<string, unknown>, file: string, options: LoadScriptOptions, modules: string[], previous?: ScriptVersion): Promise<Omit<ScriptVersion, "hashes">> {
+  const controller = new AbortController();
+  const ctx: ScriptContext = { args: options.args ?? [], mountpoint: options.mountpoint, signal: controller.signal };
+  const hook = previous ? reloadHookOf(mod) : undefined;
+  if (previous && !hook) {
+    const why = needsHook(previous.fs, null);
+    if (why) throw new ScriptError(`${show(file)}: reload refused: ${why}`, modules);
+  }
+  let value: unknown;
+  if (hook) {
+    try {
+      value = await hook(previous!.fs, ctx);
+    } catch (e) {
+      throw new ScriptError(`${stackLocation(e, file) ?? `${show(file)}:1`}: the reload hook threw: ${e instanceof Error ? e.message : String(e)}`);
+    }
+  } else {
+    value = await evaluateDefault(mod, file, ctx);
+  }
+  try {
+    return { fs: toInodeFS(value as Filesystem), file, modules, controller, viaHook: !!hook };
+  } catch (e) {
+    // A handler name with a non-function value ({ getattr: 5 }): point at that key's line.
+    const key = e instanceof HandlerShapeError ? e.key.replace(/[.*+?^${}()|[\]\\]/g, "\\$&") : null;
+    const line = key ? lineOf(file, new RegExp(`(^|[\\s{,"'])${key}["']?\\s*[:(]`)) : lineOf(file, hook ? /\breload\b/ : /\bexport\s+default\b/);
+    const what = hook ? "the reload hook returned something that" : "default export";
+    throw new ScriptError(`${show(file)}:${line}: ${what} is not a filesystem: ${e instanceof Error ? e.message : String(e)}`);
+  }
+}
+
+async function evaluateDefault(mod: Record<string, unknown>, file: string, ctx: ScriptContext): Promise<unknown> {
   let value: unknown = mod.default;
   if (value === undefined) {
     const named = Object.keys(mod).filter((k) => k !== "default");
@@ -131,7 +248,6 @@ export async function loadScript(path: string, options: LoadScriptOptions = {}):
         (named.length ? `; found only named exports: ${named.join(", ")}` : ""),
     );
   }
-  const ctx: ScriptContext = { args: options.args ?? [], mountpoint: options.mountpoint };
   if (typeof value === "function") {
     const f = value as Function;
     try {
@@ -147,13 +263,7 @@ export async function loadScript(path: string, options: LoadScriptOptions = {}):
       throw new ScriptError(`${stackLocation(e, file) ?? `${show(file)}:1`}: the default export rejected: ${e instanceof Error ? e.message : String(e)}`);
     }
   }
-  try {
-    return toInodeFS(value as Filesystem);
-  } catch (e) {
-    const key = e instanceof HandlerShapeError ? e.key.replace(/[.*+?^${}()|[\]\\]/g, "\\$&") : null;
-    const line = key ? lineOf(file, new RegExp(`(^|[\\s{,"'])${key}["']?\\s*[:(]`)) : lineOf(file, /\bexport\s+default\b/);
-    throw new ScriptError(`${show(file)}:${line}: default export is not a filesystem: ${e instanceof Error ? e.message : String(e)}`);
-  }
+  return value;
 }
 
 /**

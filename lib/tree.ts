@@ -143,6 +143,12 @@ class Tree {
   /** Computed files: content hash and when it last changed (their mtime). */
   private readonly seen = new Map<string, { hash: bigint | number; mtime: [number, number] }>();
 
+  adopt(old: Tree): void {
+    const self = this as unknown as { created: [number, number]; seen: Tree["seen"] };
+    self.created = old.created;
+    self.seen = old.seen;
+  }
+
   constructor(private readonly root: TreeValue) {
     if (!isTreeDir(root)) throw new TypeError(`tree(): the root must be an object (a directory), got ${describe(root)}`);
   }
@@ -318,7 +324,21 @@ export const TREE_FS: unique symbol = Symbol.for("fuse-uring.treefs");
 
 /** A filesystem from a (live) object; see the top of this file. */
 export function tree(root: DirEntries | DirSpec, options: TreeOptions = {}): PathFS {
-  const fs = new Tree(root).fs(options);
+  const t = new Tree(root);
+  const fs = t.fs(options);
   Object.defineProperty(fs, TREE_FS, { value: true });
+  Object.defineProperty(fs, TREE_STATE, { value: t });
   return fs;
+}
+
+const TREE_STATE: unique symbol = Symbol.for("fuse-uring.tree-state");
+
+/**
+ * Hot reload: the new version of a tree keeps the old one's creation time (the mtime of static
+ * files) and its record of computed content, so files that did not change keep their mtime.
+ */
+export function adoptTreeState(next: PathFS, old: PathFS): void {
+  const n = (next as { [TREE_STATE]?: Tree })[TREE_STATE];
+  const o = (old as { [TREE_STATE]?: Tree })[TREE_STATE];
+  if (n && o) n.adopt(o);
 }

@@ -21,6 +21,7 @@ describe("CLI arguments", () => {
     [["mount", "--memfs", "/tmp/x", "extra"]],
     [["unmount"]],
     [["mount", "--memfs", "/tmp/x", "--kernel-passthrough"]],
+    [["mount", "--memfs", "/tmp/x", "--watch"]],
   ])("%j → usage, exit 2", (args) => {
     const r = cli(args as string[]);
     expect(r.code).toBe(2);
@@ -40,6 +41,8 @@ describe("CLI arguments", () => {
     expect(c).toMatchObject({ kind: "mount", fs: { type: "memfs" }, mountpoint: "/mnt/a", transport: "uring", queueDepth: 16, maxWrite: 131072, statsFile: "/tmp/s.json", debug: true, readOnly: true });
     expect(parseArgs(["mount", "./fs.ts", "/mnt/b", "--", "x", "--y"])).toMatchObject({ fs: { type: "script", path: "./fs.ts", args: ["x", "--y"] }, mountpoint: "/mnt/b" });
     expect(() => parseArgs(["mount", "--passthrough"])).toThrow(UsageError);
+    expect(parseArgs(["mount", "--watch", "./fs.ts", "/mnt/c"])).toMatchObject({ fs: { type: "script", path: "./fs.ts" }, mountpoint: "/mnt/c", watch: true });
+    expect((parseArgs(["mount", "./fs.ts", "/mnt/c"]) as { watch?: boolean }).watch).toBeFalsy();
   });
 });
 

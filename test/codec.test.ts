@@ -5,7 +5,8 @@
 import { describe, expect, test } from "bun:test";
 import type { Attr } from "../lib/fs/types.ts";
 import {
-  decodeInitIn, decodeSetattrIn, direntplusSize, direntSize, encodeAttr, encodeAttrOut, encodeDirentHeader,
+  decodeEntInOut, decodeInitIn, decodeSetattrIn, direntplusSize, encodeUringCmdReq, FOPEN_IO_URING_ZERO_COPY, FUSE_IO_URING_CMD_ADD_BUFPOOL,
+  FUSE_IO_URING_CMD_ADD_QUEUE, FUSE_URING_ENT_ZERO_COPY, FUSE_URING_ZERO_COPY, direntSize, encodeAttr, encodeAttrOut, encodeDirentHeader,
   encodeEntryOut, encodeInitOut, encodeOpenOut, encodeOutHeader, encodeStatfsOut, encodeWriteOut, getI64, getU64, setU64,
 } from "../lib/protocol/codec.ts";
 import { initBit, initFlagNames, Op, opHeaderSizes } from "../lib/protocol/constants.ts";
@@ -229,5 +230,35 @@ describe("codec: requests", () => {
     expect(opHeaderSizes(true)[Op.SETXATTR]).toBe(16);
     expect(t[Op.UNLINK]).toBe(0);
     expect(t[Op.RENAME2]).toBe(16);
+  });
+});
+
+describe("FUSE 7.46 buffer-pool encodings (not in 6.18: encoding only)", () => {
+  test("fuse_uring_cmd_req for ADD_BUFPOOL: flags, commit_id, qid, padding, bufpool {uaddr, len, reserved}", () => {
+    const { bytes, dv } = buf(40);
+    expect(encodeUringCmdReq(dv, 0, { flags: 0, commitId: 0, qid: 3, bufpool: { uaddr: 0x7f0000001000, len: 16 << 20 } })).toBe(40);
+    expect([...bytes]).toEqual([
+      ...u64(0), //            flags @0
+      ...u64(0), //            commit_id @8
+      ...u16(3), //            qid @16
+      0, 0, 0, 0, 0, 0, //     padding[6] @18
+      ...u64(0x7f0000001000), // bufpool.uaddr @24
+      ...u32(16 << 20), //     bufpool.len @32
+      ...u32(0), //            bufpool.reserved @36
+    ]);
+  });
+
+  test("fuse_uring_cmd_req for ADD_QUEUE with ZERO_COPY and REGISTER with ent_zero_copy_buf_index", () => {
+    const { bytes, dv } = buf(40);
+    encodeUringCmdReq(dv, 0, { flags: FUSE_URING_ZERO_COPY, commitId: 0, qid: 1 });
+    expect([...bytes]).toEqual([...u64(1), ...u64(0), ...u16(1), ...new Array(22).fill(0)]);
+    encodeUringCmdReq(dv, 0, { flags: 0, commitId: 0, qid: 0, zeroCopyBufIndex: 517 });
+    expect([...bytes]).toEqual([...u64(0), ...u64(0), ...u16(0), 0, 0, 0, 0, 0, 0, ...u16(517), ...new Array(14).fill(0)]);
+    expect([FUSE_IO_URING_CMD_ADD_QUEUE, FUSE_IO_URING_CMD_ADD_BUFPOOL, FOPEN_IO_URING_ZERO_COPY]).toEqual([3, 4, 256]);
+  });
+
+  test("fuse_uring_ent_in_out: the 6.18 padding u32 @20 is the 7.46 pool offset", () => {
+    const bytes = new Uint8Array([...u64(FUSE_URING_ENT_ZERO_COPY), ...u64(0x1234), ...u32(4096), ...u32(3 << 20), ...u64(0)]);
+    expect(decodeEntInOut(new DataView(bytes.buffer), 0)).toEqual({ flags: 1, commitId: 0x1234, payloadSz: 4096, offset: 3 << 20 });
   });
 });

@@ -3,6 +3,7 @@
 // directory, transport auto): its INIT tells the protocol version and what the kernel offers,
 // and whether the io_uring ring could be set up. Exit 0 when a mount works, 1 otherwise.
 
+import { ringSizing } from "../../lib/transport/uring.ts";
 import { dlopen, FFIType, read } from "bun:ffi";
 import { accessSync, constants, existsSync, mkdtempSync, openSync, closeSync, readFileSync, rmdirSync, statSync } from "node:fs";
 import { arch, platform, release, tmpdir } from "node:os";
@@ -46,8 +47,6 @@ const IO_URING_DISABLED = "/proc/sys/kernel/io_uring_disabled";
 const IO_URING_GROUP = "/proc/sys/kernel/io_uring_group";
 const CAP_IPC_LOCK = 14n;
 const CAP_SYS_ADMIN = 21n;
-const DEFAULT_DEPTH = 8;
-const DEFAULT_MAX_WRITE = 1 << 20;
 const ENTRY_HEADER = 4096;
 
 function readText(path: string): string | null {
@@ -185,6 +184,8 @@ export async function runChecks(): Promise<DoctorReport> {
   const root = process.getuid?.() === 0;
   const sysAdmin = hasCap(CAP_SYS_ADMIN);
   const cpus = possibleCpuCount();
+  // The session sizes rings to a budget (lib/transport/uring.ts ringSizing).
+  const { depth: DEFAULT_DEPTH, maxWrite: DEFAULT_MAX_WRITE } = ringSizing(cpus);
   const pinned = cpus * DEFAULT_DEPTH * (DEFAULT_MAX_WRITE + ENTRY_HEADER);
   const report: DoctorReport = { ok: false, version: VERSION, checks, kernel: { release: release() }, possibleCpus: cpus, pinnedBytesDefault: pinned };
 
@@ -349,6 +350,14 @@ export async function runChecks(): Promise<DoctorReport> {
     else if (pt) add("kernel_passthrough", "WARN", "the kernel offers FUSE_PASSTHROUGH but registering backing files needs CAP_SYS_ADMIN; --kernel-passthrough serves data through the daemon instead", "run the mount as root for kernel passthrough");
     else add("kernel_passthrough", "WARN", "the kernel does not offer FUSE_PASSTHROUGH (needs CONFIG_FUSE_PASSTHROUGH, Linux ≥ 6.9)", "none needed: --passthrough works without it, through the daemon");
 
+    // data planes: which ways file data can take on this machine
+    const planes = [
+      "native (the shim answers READ/WRITE of backing-fd handles, no privilege needed)",
+      "js (handlers)",
+      ...(pt && sysAdmin ? ["kernel passthrough (--kernel-passthrough)"] : []),
+    ];
+    add("data_planes", "OK", `data planes available: ${planes.join("; ")}`);
+
     // buffer pools (FUSE 7.46)
     if (probe.bufferPools) add("buffer_pools", "OK", "the kernel offers io_uring buffer pools (FUSE 7.46, HAS_IO_URING_BUFPOOL)");
     else add("buffer_pools", "OK", "no io_uring buffer pools in this kernel (FUSE 7.46 / Linux ≥ 7.3): per-entry payload buffers are used, nothing to do");
@@ -358,7 +367,7 @@ export async function runChecks(): Promise<DoctorReport> {
   const memAvail = Number(/^MemAvailable:\s+(\d+) kB/m.exec(readText("/proc/meminfo") ?? "")?.[1] ?? 0) * 1024;
   const memlock = /^Max locked memory\s+(\S+)/m.exec(readText("/proc/self/limits") ?? "")?.[1];
   const lockLimit = memlock === undefined || memlock === "unlimited" ? Infinity : Number(memlock);
-  const formula = `${cpus} queue${cpus === 1 ? "" : "s"} × ${DEFAULT_DEPTH} entries × (1 MiB + 4 KiB)`;
+  const formula = `${cpus} queue${cpus === 1 ? "" : "s"} × ${DEFAULT_DEPTH} entries × (${mib(DEFAULT_MAX_WRITE)} + 4 KiB), budget 64 MiB`;
   const memlockNote =
     !hasCap(CAP_IPC_LOCK) && pinned > lockLimit ? `; above RLIMIT_MEMLOCK (${mib(lockLimit)}), so the payloads are not registered as fixed buffers (works, slightly slower I/O)` : "";
   if (memAvail && pinned > memAvail / 2) {

@@ -3,6 +3,7 @@
 import { resolve } from "node:path";
 import { statSync } from "node:fs";
 import type { InodeFS } from "../../lib/fs/types.ts";
+import type { ScriptVersion } from "../../lib/script.ts";
 import { mount, type Mount } from "../../lib/mount.ts";
 import { detach, fuseDeviceAt, isDeviceMounted } from "../../lib/mountpoint.ts";
 import type { MountCommand } from "../args.ts";
@@ -48,8 +49,10 @@ async function loadFilesystem(cmd: MountCommand): Promise<{ fs: InodeFS; label: 
       return { fs: passthrough(cmd.fs.source, { kernelPassthrough: cmd.kernelPassthrough }), label: `passthrough ${cmd.fs.source}` };
     }
     case "script": {
-      const { loadScript } = await import("../../lib/script.ts");
-      return { fs: await loadScript(cmd.fs.path, { args: cmd.fs.args, mountpoint: cmd.mountpoint }), label: cmd.fs.path };
+      const { loadScriptVersion } = await import("../../lib/script.ts");
+      const script = await loadScriptVersion(cmd.fs.path, { args: cmd.fs.args, mountpoint: cmd.mountpoint });
+      loadedScripts.set(script.fs, script);
+      return { fs: script.fs, label: cmd.fs.path };
     }
   }
 }
@@ -154,10 +157,24 @@ export async function runMount(cmd: MountCommand): Promise<number> {
   const mounted = m;
   const live = dev ? publishStats(statsPathFor(dev), () => ({ ...mounted.stats(), pid: process.pid, version: VERSION, label, device: dev })) : null;
   if (signalled) unmountNow(m);
+  if (cmd.watch) await startWatching(cmd, m, loadedScripts.get(fs), label);
   const reason = await m.closed;
   live?.stop();
   if (cmd.debug) process.stderr.write(`fuse-uring: session ended: ${reason}${signalled ? ` (after ${signalled})` : reason === "unmounted" ? " (external unmount)" : ""}\n`);
   const stop = stopReason(reason, signalled, dev);
   process.stderr.write(`fuse-uring: unmounted ${cmd.mountpoint} (${stop.text})\n`);
   return stop.code;
+}
+
+/** The loaded version of a script filesystem, for --watch (which reloads from it). */
+const loadedScripts = new WeakMap<InodeFS, ScriptVersion>();
+
+/** --watch: reload the script in place when it or a local file it imports changes; SIGHUP forces it. */
+async function startWatching(cmd: MountCommand, m: Mount, script: ScriptVersion | undefined, label: string): Promise<void> {
+  if (!script || cmd.fs.type !== "script") return;
+  const { watchScript } = await import("../../lib/reload/watch.ts");
+  const w = watchScript(m, script, { args: cmd.fs.args, mountpoint: cmd.mountpoint });
+  process.on("SIGHUP", () => void w.reload(true));
+  const n = w.watchedFiles.length;
+  process.stderr.write(`fuse-uring: watching ${n} file${n === 1 ? "" : "s"} for changes (${label} and its local imports); edits reload in place\n`);
 }

@@ -46,8 +46,12 @@ class Node {
     if (this.stalePath !== null) return this.stalePath;
     if (!this.parent) return "/";
     const parts: string[] = [];
-    for (let n: Node | null = this; n && n.parent; n = n.parent) parts.push(n.name);
-    return "/" + parts.reverse().join("/");
+    let n: Node | null = this;
+    for (; n && n.parent; n = n.parent) parts.push(n.name);
+    // Under a detached directory (one a hot reload removed while a process has its cwd there):
+    // paths continue from where it was, never from the root.
+    const base = n && n.stalePath !== null && n.stalePath !== "/" ? n.stalePath : "";
+    return base + "/" + parts.reverse().join("/");
   }
 }
 
@@ -904,6 +908,55 @@ export class PathFS implements InodeFS {
   async removexattr(ctx: RequestContext, ino: number, name: string): Promise<void> {
     if (!this.handlers.removexattr) throw new FuseError("ENOTSUP");
     await this.handlers.removexattr(this.node(ino).path, name, ctx);
+  }
+
+  // ---- hot reload (lib/reload/) -------------------------------------------------------------------
+
+  /**
+   * Take over `old`'s node table, open handles, id counters, in-flight tracking and notifier, so
+   * the node ids the kernel holds stay valid in this new version. Both objects then share one
+   * state: `old`'s fields forward here, so requests still running on the old version (and
+   * FORGETs) update the same table and never hand out an id twice.
+   */
+  adopt(old: PathFS): void {
+    const self = this as unknown as Record<string, unknown>;
+    for (const key of ["nodes", "root", "nextIno", "handles", "nextFh", "busy", "pendingNotes", "notifier"]) {
+      self[key] = (old as unknown as Record<string, unknown>)[key];
+      Object.defineProperty(old, key, { get: () => self[key], set: (v) => void (self[key] = v), configurable: true });
+    }
+    this.defaults.time = old.defaults.time; // unchanged files keep their default times
+  }
+
+  /** Nodes the kernel holds (or has open) under their current paths: what a reload compares. */
+  knownNodes(): { ino: number; path: string; parent: number; name: string }[] {
+    const out: { ino: number; path: string; parent: number; name: string }[] = [];
+    for (const n of this.nodes.values()) {
+      if (n.stalePath === null && (n === this.root || n.parent)) out.push({ ino: n.ino, path: n.path, parent: n.parent?.ino ?? 0, name: n.name });
+    }
+    return out;
+  }
+
+  /** A name vanished (or changed type) in a reload: detach its node as unlink does. */
+  dropName(parent: number, name: string): void {
+    const p = this.nodes.get(parent);
+    if (p) this.detach(p, name);
+  }
+
+  /**
+   * Drop the kernel's cached attributes and data of `inodes` and the cached names `entries`
+   * ([parent node id, name]), once no request on those nodes is in flight. Resolves to the
+   * number of notifications the kernel acted on.
+   */
+  invalidateNodes(inodes: number[], entries: [number, string][]): Promise<number> {
+    const n = this.notifierOrThrow();
+    const inos = [...inodes, ...entries.map((e) => e[0])];
+    if (inos.length === 0) return Promise.resolve(0);
+    return this.whenIdle(inos, async () => {
+      let acted = 0;
+      for (const [parent, name] of entries) if (okNotify(await n.invalidateEntry(parent, name))) acted++;
+      for (const ino of inodes) if (okNotify(await n.invalidateInode(ino, 0, 0))) acted++;
+      return acted;
+    });
   }
 }
 

@@ -234,3 +234,58 @@ export function decodeSetattrIn(dv: DataView, off: number): SetattrIn {
 }
 
 export { FATTR };
+
+// ---- FUSE 7.46 (Linux 7.3) io_uring buffer pools: encoding only ------------------------------
+// Not in Linux 6.18 (docs/BUFFERS.md). The engine detects the INIT bit but keeps per-entry
+// buffers; these encoders are unit-tested against the 7.46 layout so the engine can switch
+// when a kernel offers pools. Unverified against a real 7.3 kernel (none available here).
+
+export const FUSE_IO_URING_CMD_REGISTER = 1;
+export const FUSE_IO_URING_CMD_COMMIT_AND_FETCH = 2;
+export const FUSE_IO_URING_CMD_ADD_QUEUE = 3;
+export const FUSE_IO_URING_CMD_ADD_BUFPOOL = 4;
+/** cmd_req.flags of ADD_QUEUE: this queue does zero-copy (needs CAP_SYS_ADMIN). */
+export const FUSE_URING_ZERO_COPY = 1;
+/** ring_ent_in_out.flags: this request's READ/WRITE pages are at the entry's buffer index. */
+export const FUSE_URING_ENT_ZERO_COPY = 1;
+/** open_out.open_flags: the file takes part in zero-copy. */
+export const FOPEN_IO_URING_ZERO_COPY = 1 << 8;
+export const URING_CMD_REQ_SIZE_746 = 40;
+
+export interface UringCmdReq {
+  flags: number;
+  commitId: number;
+  qid: number;
+  /** ADD_BUFPOOL: the pool's address and length. */
+  bufpool?: { uaddr: number; len: number };
+  /** REGISTER on a zero-copy queue: the entry's slot in the ring's registered-buffer table. */
+  zeroCopyBufIndex?: number;
+}
+
+/** struct fuse_uring_cmd_req (7.46, 40 B) as it goes into sqe->cmd. */
+export function encodeUringCmdReq(dv: DataView, off: number, r: UringCmdReq): number {
+  setU64(dv, off, r.flags);
+  setU64(dv, off + 8, r.commitId);
+  dv.setUint16(off + 16, r.qid, true);
+  for (let i = 18; i < 40; i++) dv.setUint8(off + i, 0); // padding[6] and the union
+  if (r.bufpool) {
+    setU64(dv, off + 24, r.bufpool.uaddr);
+    dv.setUint32(off + 32, r.bufpool.len, true);
+  } else if (r.zeroCopyBufIndex !== undefined) {
+    dv.setUint16(off + 24, r.zeroCopyBufIndex, true);
+  }
+  return off + URING_CMD_REQ_SIZE_746;
+}
+
+export interface EntInOut {
+  flags: number;
+  commitId: number;
+  payloadSz: number;
+  /** 7.46: byte offset of this request's payload buffer inside the queue's pool (6.18: 0). */
+  offset: number;
+}
+
+/** struct fuse_uring_ent_in_out (32 B at header + 256). */
+export function decodeEntInOut(dv: DataView, off: number): EntInOut {
+  return { flags: getU64(dv, off), commitId: getU64(dv, off + 8), payloadSz: dv.getUint32(off + 16, true), offset: dv.getUint32(off + 20, true) };
+}

@@ -671,6 +671,26 @@ export class Session implements Sink, ReplyObserver {
     );
   }
 
+  /**
+   * Hot reload (lib/reload/): requests that arrive from now on go to `fs`. Requests in flight
+   * finish on the filesystem they started on (the dispatcher read `fs` once per request), so
+   * each is still answered exactly once. Returns how many were in flight at the swap.
+   * With `--workers N`, prepareWorkerReload() first, and commit after this swap.
+   */
+  replaceFilesystem(fs: InodeFS): number {
+    (this as { fs: InodeFS }).fs = fs;
+    (this.dispatcher as { fs: InodeFS }).fs = fs;
+    return this.counters.inflight;
+  }
+
+  /**
+   * Hot reload with `--workers N`: every worker loads the next version of its module; resolves to
+   * a commit that swaps them all (null without workers). Rejects if a worker cannot load it.
+   */
+  prepareWorkerReload(): Promise<(() => Promise<number>) | null> {
+    return this.pool ? this.pool.prepareReload() : Promise.resolve(null);
+  }
+
   backingOpen(fd: number): number {
     const id = native().fu_backing_open(this.fd, fd);
     if (id < 0) throw new FuseError(-id, `FUSE_DEV_IOC_BACKING_OPEN failed: ${errnoName(-id)}${-id === Errno.EPERM ? " (kernel passthrough needs CAP_SYS_ADMIN and FUSE_PASSTHROUGH)" : ""}`);

@@ -2,7 +2,8 @@
 // filesystem module, creates its own io_uring for its share of the queues (this thread is the
 // ring's submitter), and serves those queues like the main thread would in single-thread mode.
 
-import { loadScript } from "../script.ts";
+import { loadScriptVersion, type ScriptVersion } from "../script.ts";
+import { needsHook } from "../reload/swap.ts";
 import type { InodeFS } from "../fs/types.ts";
 import { Session, type SessionOptions } from "./session.ts";
 import type { FromWorker, ToWorker } from "./workers.ts";
@@ -11,6 +12,10 @@ declare const self: Worker;
 
 let session: Session | null = null;
 let fs: InodeFS | null = null;
+/** The loaded module (hot reload loads the next one from it) and a prepared next version. */
+let version: ScriptVersion | null = null;
+let loadOptions: { args: string[]; mountpoint?: string } | null = null;
+let pending: ScriptVersion | null = null;
 let statsTimer: ReturnType<typeof setInterval> | null = null;
 
 function post(m: FromWorker): void {
@@ -25,7 +30,9 @@ async function handle(m: ToWorker): Promise<void> {
   switch (m.type) {
     case "load": {
       try {
-        fs = await loadScript(m.module.path, { args: m.module.args, mountpoint: m.module.mountpoint });
+        loadOptions = { args: m.module.args, mountpoint: m.module.mountpoint };
+        version = await loadScriptVersion(m.module.path, loadOptions);
+        fs = version.fs;
       } catch (e) {
         return post({ type: "error", message: message(e) });
       }
@@ -63,6 +70,33 @@ async function handle(m: ToWorker): Promise<void> {
       return;
     case "interrupt":
       session?.interruptUnique(m.unique);
+      return;
+    case "reload-prepare": {
+      try {
+        const next = await loadScriptVersion(version!.file, loadOptions!, version!);
+        const why = next.viaHook ? null : needsHook(version!.fs, next.fs);
+        if (why) throw new Error(`reload refused: ${why}`);
+        if (next.fs.replicable !== true) throw new Error(`${version!.file}: the new version is not \`replicable: true\`, which --workers needs`);
+        if (session?.initInfo && next.fs.init) await next.fs.init(session.initInfo);
+        pending = next;
+      } catch (e) {
+        return post({ type: "error", message: message(e) });
+      }
+      return post({ type: "reload-prepared" });
+    }
+    case "reload-commit": {
+      const next = pending;
+      pending = null;
+      if (!next || !session) return post({ type: "reload-committed", inflight: 0 });
+      const inflight = session.replaceFilesystem(next.fs);
+      version!.controller.abort();
+      version = next;
+      fs = next.fs;
+      return post({ type: "reload-committed", inflight });
+    }
+    case "reload-abort":
+      pending?.controller.abort();
+      pending = null;
       return;
     case "close": {
       if (statsTimer) clearInterval(statsTimer);

@@ -47,6 +47,9 @@ export type ToWorker =
   | { type: "start"; init: WorkerInit }
   | { type: "forget"; pairs: number[] }
   | { type: "interrupt"; unique: number }
+  | { type: "reload-prepare" }
+  | { type: "reload-commit" }
+  | { type: "reload-abort" }
   | { type: "close" };
 
 export type FromWorker =
@@ -56,6 +59,8 @@ export type FromWorker =
   | { type: "stats"; stats: SessionStats }
   | { type: "ended"; reason: string }
   | { type: "closed" }
+  | { type: "reload-prepared" }
+  | { type: "reload-committed"; inflight: number }
   | { type: "log"; line: string };
 
 interface Slot {
@@ -159,6 +164,25 @@ export class WorkerPool {
 
   interrupt(unique: number): void {
     for (const s of this.slots) if (!s.ended) s.worker.postMessage({ type: "interrupt", unique } satisfies ToWorker);
+  }
+
+  /**
+   * Hot reload (lib/reload/): every worker loads the new version of its module beside the old
+   * one. Resolves to a commit (swap everywhere; resolves to the requests in flight) once all
+   * loaded, or rejects with the first worker's error after telling the others to drop theirs.
+   */
+  async prepareReload(): Promise<() => Promise<number>> {
+    const live = this.slots.filter((s) => !s.ended);
+    const answers = await Promise.all(live.map((s) => this.request(s, { type: "reload-prepare" }, "reload-prepared")));
+    const bad = answers.find((a) => a.type === "error");
+    if (bad && bad.type === "error") {
+      for (const s of live) s.worker.postMessage({ type: "reload-abort" } satisfies ToWorker);
+      throw new Error(bad.message);
+    }
+    return async () => {
+      const done = await Promise.all(live.map((s) => this.request(s, { type: "reload-commit" }, "reload-committed", 5000)));
+      return done.reduce((n, a) => n + (a.type === "reload-committed" ? a.inflight : 0), 0);
+    };
   }
 
   /** Latest stats of every worker (posted twice a second and when it ends). */

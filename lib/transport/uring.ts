@@ -141,18 +141,20 @@ export class UringSource implements Source {
     this.held++;
   }
 
-  reply(slot: Slot, payloadLen: number): void {
-    if (!this.handle) return;
+  /** Queues the answer; < 0 = -errno when the shim refuses it (-EINVAL: the entry is not
+   *  held; -EBUSY: backing I/O still runs on its payload). The session's request state machine
+   *  makes refusals unreachable and reports any as a protocol error. */
+  reply(slot: Slot, payloadLen: number): number {
+    if (!this.handle) return -107;
     slot.header.setUint32(HDR_PAYLOAD_SZ, payloadLen, true);
     const rc = native().fu_ring_commit(this.handle, slot.index);
     if (rc < 0) {
-      // The session's request state machine makes this unreachable; if it happens the caller
-      // would hang, so it is loud.
       this.refusals++;
-      throw new Error(`fuse-uring: ring refused the answer for entry ${slot.index} (errno ${-rc})`);
+      return rc;
     }
     this.held--;
     this.schedule();
+    return 0;
   }
 
   /** A ring entry always needs a COMMIT to come back; an empty error reply is the release. */
@@ -206,7 +208,9 @@ export class UringSource implements Source {
         let count = n.fu_ring_enter(h, bytes, this.maxOut, waiting > 0 ? 0 : this.waitMicros);
         if (count > 0) this.out.dispatch(count, this, this.sink);
         if (this.stopped || !this.handle) return;
-        for (let i = 0; i < 3 && this.held - this.ioPending > 0; i++) await null;
+        // A few microtask turns: async handlers that only await other microtasks answer now
+        // and their replies go out with the next enter.
+        for (let i = 0; i < 8 && this.held - this.ioPending > 0; i++) await null;
         if (!this.handle) return;
         if (count === 0) {
           // Idle: from now on the kernel signals the eventfd; one more look closes the race

@@ -228,6 +228,21 @@ describe("ring engine counters", () => {
   transportHooks("uring");
   cleanupAfterEach();
 
+  fuseTest("entries whose COMMIT fails unexpectedly are recovered: every caller is answered, the queues keep serving", async () => {
+    const stats = statsPath();
+    // Fault injection: the first COMMIT of every entry carries a bad queue id (-EINVAL).
+    const d = await startDaemon(["--transport", "uring", "--stats-file", stats], { env: { FUSE_URING_FAULT: "bad-commit" } });
+    for (const cpu of ["0", "1"]) {
+      await shOk(`taskset -c ${cpu} sh -c 'for i in $(seq 40); do echo $i > "$0/f$i"; cat "$0/f$i" >/dev/null; done' "$1"`, [d.mnt], { timeoutMs: 30_000 });
+    }
+    expect(await shOk(`cat "$1/f7"`, [d.mnt])).toBe("7\n");
+    const s = await readStats(stats, { until: (x) => Number(x.ringRecovered) >= 2 });
+    // every entry used (at least one per queue: both CPUs) went through recovery once
+    expect(Number(s.ringRecovered)).toBeGreaterThanOrEqual(2);
+    expect(Number(s.ringRequests)).toBeGreaterThan(200);
+    expect(await d.stop("SIGTERM")).toBe(0);
+  }, 60_000);
+
   fuseTest("steady QD1 load is served on the owner thread: hand-offs per request stay near 0", async () => {
     const stats = statsPath();
     const d = await startDaemon(["--transport", "uring", "--stats-file", stats]);

@@ -142,6 +142,30 @@ describe("standalone binary (dist/fuse-uring)", () => {
     expect(await d.stop()).toBe(0);
   }, 60_000);
 
+  fuseTest("mount --watch: edits to the script and to a file it imports reload in place", async () => {
+    const sdir = join(work, "watched");
+    mkdirSync(sdir, { recursive: true });
+    writeFileSync(join(sdir, "dep.ts"), `export const g = "one\\n";\n`);
+    writeFileSync(join(sdir, "fs.ts"), `import { tree } from "fuse-uring";\nimport { g } from "./dep.ts";\nexport default tree({ "g.txt": g });\n`);
+    const d = await startDaemon([], {
+      command: (mnt) => [...minimalEnv(join(work, "home")), bin, "mount", "--watch", "./fs.ts", mnt, "--attr-ttl", "3600", "--entry-ttl", "3600"],
+      cwd: sdir,
+    });
+    const catG = async () => (await run(["cat", `${d.mnt}/g.txt`])).stdout;
+    const waitLine = async (text: string) => {
+      for (let i = 0; i < 250 && !d.stderr().includes(text); i++) await sleep(20);
+      expect(d.stderr()).toContain(text);
+    };
+    expect(await catG()).toBe("one\n");
+    writeFileSync(join(sdir, "dep.ts"), `export const g = "two\\n";\n`);
+    await waitLine("(version 2)");
+    expect(await catG()).toBe("two\n");
+    writeFileSync(join(sdir, "fs.ts"), `import { tree } from "fuse-uring";\nexport default tree({ "g.txt": "three\\n" });\n`);
+    await waitLine("(version 3)");
+    expect(await catG()).toBe("three\n");
+    expect(await d.stop()).toBe(0);
+  }, 60_000);
+
   fuseTest("mounts --passthrough SRC", async () => {
     const src = join(work, "src");
     mkdirSync(src, { recursive: true });
