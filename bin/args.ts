@@ -53,6 +53,9 @@ Options:
   --fsname NAME, --subtype NAME   names shown in /proc/mounts (fuse.SUBTYPE)
   --writeback-cache               let the kernel cache writes (FUSE_WRITEBACK_CACHE)
   --kernel-passthrough            (--passthrough) serve file data in the kernel
+  --fd-budget N                   (--passthrough) most inode descriptors held (LRU; default:
+                                  half of RLIMIT_NOFILE, at most 65536)
+  --no-file-handles               (--passthrough) re-open evicted inodes by path only
   --no-fixed-buffers              (io_uring) backing I/O with plain READ/WRITE instead of
                                   READ_FIXED/WRITE_FIXED on registered buffers (comparison)
   --entry-ttl S, --attr-ttl S     kernel cache lifetimes in seconds (default 1)
@@ -94,6 +97,10 @@ export interface MountCommand {
   subtype?: string;
   writebackCache: boolean;
   kernelPassthrough: boolean;
+  /** --passthrough: O_PATH descriptor budget (undefined: the default). */
+  fdBudget?: number;
+  /** --passthrough: re-open evicted inodes by kernel file handle when permitted (default true). */
+  fileHandles: boolean;
   fixedBuffers: boolean;
   entryTtl: number;
   attrTtl: number;
@@ -166,7 +173,7 @@ export function parseArgs(argv: string[]): Command {
   const positional: string[] = [];
   const cmd: Omit<MountCommand, "fs" | "mountpoint"> & { fs?: MountCommand["fs"] } = {
     kind: "mount", transport: "auto", queueDepth: 0, maxWrite: 0, dataPlane: "native", workers: 1, debug: false, allowOther: false,
-    defaultPermissions: true, readOnly: false, writebackCache: false, kernelPassthrough: false, fixedBuffers: true,
+    defaultPermissions: true, readOnly: false, writebackCache: false, kernelPassthrough: false, fixedBuffers: true, fileHandles: true,
     entryTtl: 1, attrTtl: 1, negativeTtl: 0, requestTimeout: 0,
   };
   const dashdash = rest.indexOf("--");
@@ -210,6 +217,8 @@ export function parseArgs(argv: string[]): Command {
       case "--subtype": cmd.subtype = strArg(flag, value()); break;
       case "--writeback-cache": cmd.writebackCache = true; break;
       case "--kernel-passthrough": cmd.kernelPassthrough = true; break;
+      case "--fd-budget": cmd.fdBudget = intArg(flag, value(), 1, 1 << 30); break;
+      case "--no-file-handles": cmd.fileHandles = false; break;
       case "--no-fixed-buffers": cmd.fixedBuffers = false; break;
       case "--workers": cmd.workers = intArg(flag, value(), 1, 64); break;
       case "--data-plane": {
@@ -245,5 +254,6 @@ export function parseArgs(argv: string[]): Command {
   if (cmd.workers > 1 && cmd.fs.type !== "script") {
     throw new UsageError(`--workers needs a filesystem script that declares replicable: true (${cmd.fs.type} keeps its state in one thread)`);
   }
+  if (cmd.fdBudget !== undefined && cmd.fs.type !== "passthrough") throw new UsageError("--fd-budget needs --passthrough SRC");
   return { ...cmd, fs: cmd.fs, mountpoint: positional[0]! } as MountCommand;
 }

@@ -8,6 +8,8 @@ import { existsSync, statSync } from "node:fs";
 import { dirname } from "node:path";
 import { attach, detach, fuseDeviceAt, isMounted, MountError, type MountFlags, type VfsOptions } from "./mountpoint.ts";
 import { Notify } from "./protocol/constants.ts";
+import { nameToBytes } from "./protocol/names.ts";
+import type { FdCacheStats } from "./fs/passthrough/nodes.ts";
 import { defaultSessionOptions, Session, type SessionOptions, type SessionStats } from "./session/session.ts";
 
 export interface MountOptions extends Partial<SessionOptions> {
@@ -31,6 +33,8 @@ export interface MountStats extends SessionStats {
   reloadErrors: number;
   mountpoint: string;
   uptimeMs: number;
+  /** Passthrough: the inode descriptor cache (budget, held, maxHeld, evictions, re-opens, …). */
+  descriptors?: FdCacheStats;
 }
 
 export class Mount implements AsyncDisposable {
@@ -86,7 +90,9 @@ export class Mount implements AsyncDisposable {
   }
 
   stats(): MountStats {
-    return { ...this.session.stats(), mountpoint: this.mountpoint, uptimeMs: Date.now() - this.startedAt, ...this.reloadCounters };
+    const fdStats = (this.session.fs as { fdStats?: () => FdCacheStats }).fdStats;
+    const descriptors = typeof fdStats === "function" ? { descriptors: fdStats.call(this.session.fs) } : {};
+    return { ...this.session.stats(), mountpoint: this.mountpoint, uptimeMs: Date.now() - this.startedAt, ...descriptors, ...this.reloadCounters };
   }
 
   private writeStats(): void {
@@ -149,7 +155,7 @@ export class Mount implements AsyncDisposable {
   invalidateEntry(parent: string, name: string): Promise<boolean>;
   invalidateEntry(parent: number | string, name: string): Promise<number | boolean> {
     if (typeof parent === "string") return invalidateEntryPath(this, parent, name);
-    const nameBytes = Buffer.from(name, "utf8");
+    const nameBytes = nameToBytes(name); // lone surrogates U+DC80–U+DCFF are raw bytes
     const body = new Uint8Array(16 + nameBytes.length + 1);
     const dv = new DataView(body.buffer);
     dv.setBigUint64(0, BigInt(parent), true);

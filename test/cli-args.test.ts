@@ -22,6 +22,9 @@ describe("CLI arguments", () => {
     [["unmount"]],
     [["mount", "--memfs", "/tmp/x", "--kernel-passthrough"]],
     [["mount", "--memfs", "/tmp/x", "--watch"]],
+    [["mount", "--memfs", "/tmp/x", "--fd-budget", "100"]],
+    [["mount", "--passthrough", "/tmp", "/tmp/x", "--fd-budget", "0"]],
+    [["mount", "--passthrough", "/tmp", "/tmp/x", "--fd-budget", "many"]],
   ])("%j → usage, exit 2", (args) => {
     const r = cli(args as string[]);
     expect(r.code).toBe(2);
@@ -31,7 +34,7 @@ describe("CLI arguments", () => {
   test("--help documents every option and exits 0", () => {
     const r = cli(["--help"]);
     expect(r.code).toBe(0);
-    for (const opt of ["--transport", "--queue-depth", "--max-write", "--stats-file", "--debug", "--allow-other", "--ro", "--fsname", "--subtype", "-o OPT", "--version", "fuse-uring stats MOUNTPOINT", "3  connection aborted"]) {
+    for (const opt of ["--transport", "--queue-depth", "--max-write", "--stats-file", "--debug", "--allow-other", "--ro", "--fsname", "--subtype", "-o OPT", "--version", "fuse-uring stats MOUNTPOINT", "3  connection aborted", "--fd-budget", "--no-file-handles"]) {
       expect(r.out).toContain(opt);
     }
   });
@@ -41,6 +44,10 @@ describe("CLI arguments", () => {
     expect(c).toMatchObject({ kind: "mount", fs: { type: "memfs" }, mountpoint: "/mnt/a", transport: "uring", queueDepth: 16, maxWrite: 131072, statsFile: "/tmp/s.json", debug: true, readOnly: true });
     expect(parseArgs(["mount", "./fs.ts", "/mnt/b", "--", "x", "--y"])).toMatchObject({ fs: { type: "script", path: "./fs.ts", args: ["x", "--y"] }, mountpoint: "/mnt/b" });
     expect(() => parseArgs(["mount", "--passthrough"])).toThrow(UsageError);
+    expect(parseArgs(["mount", "--passthrough", "/src", "/mnt/c", "--fd-budget", "1000", "--no-file-handles"])).toMatchObject({ fdBudget: 1000, fileHandles: false });
+    const d = parseArgs(["mount", "--passthrough", "/src", "/mnt/c"]) as { fdBudget?: number; fileHandles: boolean };
+    expect(d.fdBudget).toBeUndefined();
+    expect(d.fileHandles).toBe(true);
     expect(parseArgs(["mount", "--watch", "./fs.ts", "/mnt/c"])).toMatchObject({ fs: { type: "script", path: "./fs.ts" }, mountpoint: "/mnt/c", watch: true });
     expect((parseArgs(["mount", "./fs.ts", "/mnt/c"]) as { watch?: boolean }).watch).toBeFalsy();
   });

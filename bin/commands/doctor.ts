@@ -45,6 +45,7 @@ export interface DoctorReport {
 const ENABLE_URING = "/sys/module/fuse/parameters/enable_uring";
 const IO_URING_DISABLED = "/proc/sys/kernel/io_uring_disabled";
 const IO_URING_GROUP = "/proc/sys/kernel/io_uring_group";
+const CAP_DAC_READ_SEARCH = 2n;
 const CAP_IPC_LOCK = 14n;
 const CAP_SYS_ADMIN = 21n;
 const ENTRY_HEADER = 4096;
@@ -375,6 +376,19 @@ export async function runChecks(): Promise<DoctorReport> {
   } else {
     add("pinned_memory", "OK", `a default io_uring mount pins ${mib(pinned)} (${formula}); lower it with --queue-depth / --max-write${memlockNote}`);
   }
+
+  // descriptors: the passthrough raises the soft limit to the hard one and keeps a budget
+  const nofile = /^Max open files\s+(\S+)\s+(\S+)/m.exec(readText("/proc/self/limits") ?? "");
+  const num = (v: string | undefined) => (v === undefined || v === "unlimited" ? Infinity : Number(v));
+  const soft = num(nofile?.[1]), hard = num(nofile?.[2]);
+  const budget = Math.max(16, Math.min(65536, Math.floor(Math.min(hard, 1 << 30) / 2)));
+  const reopen = hasCap(CAP_DAC_READ_SEARCH)
+    ? "re-opened by kernel file handle (CAP_DAC_READ_SEARCH held)"
+    : "re-opened by path (without CAP_DAC_READ_SEARCH no kernel file handles; renames outside the mount can make them ESTALE)";
+  const ptLine = `--passthrough raises the soft limit to ${hard} at start and holds at most ${budget} inode descriptors (--fd-budget N), least recently used ones closed and ${reopen}`;
+  if (!nofile) add("open_files", "WARN", "cannot read RLIMIT_NOFILE from /proc/self/limits");
+  else if (hard < 4096) add("open_files", "WARN", `RLIMIT_NOFILE soft ${soft}, hard ${hard}: ${ptLine}; open files through a passthrough mount are limited to about ${hard - budget}`, "raise the hard limit (ulimit -Hn as root, LimitNOFILE= in a systemd unit)");
+  else add("open_files", "OK", `RLIMIT_NOFILE soft ${soft}, hard ${hard}: ${ptLine}`);
 
   report.ok = !checks.some((c) => c.status === "FAIL");
   return report;

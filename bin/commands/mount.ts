@@ -46,7 +46,9 @@ async function loadFilesystem(cmd: MountCommand): Promise<{ fs: InodeFS; label: 
     }
     case "passthrough": {
       const { passthrough } = await import("../../lib/fs/passthrough.ts");
-      return { fs: passthrough(cmd.fs.source, { kernelPassthrough: cmd.kernelPassthrough }), label: `passthrough ${cmd.fs.source}` };
+      const fs = passthrough(cmd.fs.source, { kernelPassthrough: cmd.kernelPassthrough, fdBudget: cmd.fdBudget, fileHandles: cmd.fileHandles });
+      if (cmd.debug) process.stderr.write(fs.describeDescriptors() + "\n");
+      return { fs, label: `passthrough ${cmd.fs.source}` };
     }
     case "script": {
       const { loadScriptVersion } = await import("../../lib/script.ts");

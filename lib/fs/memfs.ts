@@ -13,6 +13,7 @@
 // Lifetime: a node is freed when nlink == 0, its lookup count (references handed to the kernel)
 // is 0 and no file handle is open on it. Node ids are never reused.
 
+import { nameByteLength } from "../protocol/names.ts";
 import { FuseError, type ErrnoName } from "./errors.ts";
 import type {
   Attr, CreateReply, DirFiller, Entry, InodeFS, OpenReply, RequestContext, SetattrChanges, Statfs,
@@ -175,28 +176,13 @@ function roundPage(n: number): number {
   return Math.ceil(n / PAGE) * PAGE;
 }
 
-/** Length of `s` in UTF-8 (lone surrogates count as U+FFFD, 3 bytes). */
-function utf8Length(s: string): number {
-  let n = 0;
-  for (let i = 0; i < s.length; i++) {
-    const c = s.charCodeAt(i);
-    if (c < 0x80) n += 1;
-    else if (c < 0x800) n += 2;
-    else if (c >= 0xd800 && c <= 0xdbff && i + 1 < s.length) {
-      const d = s.charCodeAt(i + 1);
-      if (d >= 0xdc00 && d <= 0xdfff) {
-        n += 4;
-        i++;
-      } else n += 3;
-    } else n += 3;
-  }
-  return n;
-}
-
-/** Whether `s` is longer than `max` bytes in UTF-8. */
+/**
+ * Whether name `s` is longer than `max` bytes. Names are bytes: U+DC80–U+DCFF stand for one raw
+ * byte each (protocol/names.ts), so 255 bytes of 0xFF are 255, not 765.
+ */
 function tooLong(s: string, max: number): boolean {
   // Every UTF-16 unit encodes to at most 3 bytes.
-  return s.length * 3 > max && utf8Length(s) > max;
+  return s.length * 3 > max && nameByteLength(s) > max;
 }
 
 /** Validate a name looked up or removed in a directory. */
@@ -631,7 +617,7 @@ export class MemFS implements InodeFS {
     const p = this.dirNode(parent);
     this.prepareCreate(p, name);
     if (target.length === 0) fail("ENOENT");
-    const len = utf8Length(target);
+    const len = nameByteLength(target);
     if (len >= PATH_MAX) fail("ENAMETOOLONG");
     const n = this.newNode(ctx, p, S_IFLNK | 0o777);
     n.target = target;

@@ -1,14 +1,17 @@
 // A passthrough filesystem: mirrors a source directory through the inode API.
 //
-// Inode table. Every node the kernel knows holds an O_PATH|O_NOFOLLOW descriptor of its backing
-// file and is keyed by the backing (st_dev, st_ino), as libfuse's passthrough_hp does. All
-// operations address the backing file through that descriptor (`/proc/self/fd/N[/name]` for
-// node:fs, the *at() calls with AT_EMPTY_PATH through bun:ffi), so renames — through the mount
-// or directly in the source — need no bookkeeping, hard links share one node, and a path can
-// never escape the source through a symlink swapped in by someone else. Lookup counts follow
-// the kernel (LOOKUP/CREATE/MKDIR/… and READDIRPLUS entries add one, FORGET gives them back);
-// a node and its descriptor go away when the count is 0 and no file handle is open on it, so
-// memory and descriptors stay bounded by what the kernel caches. Node ids are never reused.
+// Inode table. Every node the kernel knows is keyed by the backing (st_dev, st_ino), as
+// libfuse's passthrough_hp does, and addresses its backing file through an O_PATH|O_NOFOLLOW
+// descriptor (`/proc/self/fd/N[/name]` for node:fs, the *at() calls with AT_EMPTY_PATH through
+// bun:ffi), so renames need no bookkeeping for the data path, hard links share one node, and a
+// path can never escape the source through a symlink swapped in by someone else. Those
+// descriptors are a bounded cache (passthrough/nodes.ts): least recently used ones are closed and
+// re-opened on demand by kernel file handle or by the node's last known link (parent node + name,
+// kept current here across LOOKUP/CREATE/RENAME/UNLINK). A request that uses a descriptor across
+// an await pins its node so the number is never closed under a queued syscall. Lookup counts
+// follow the kernel (LOOKUP/CREATE/MKDIR/… and READDIRPLUS entries add one, FORGET gives them
+// back); a node goes away when the count is 0, no file handle is open on it and no known child
+// link goes through it. A node id can come back for the same backing inode after FORGET.
 //
 // Data path. File handles are real descriptors of the backing file. READ and WRITE do nothing
 // but `ctx.backingRead/backingWrite(fh, offset, size)`: on the io_uring transport that is a
@@ -30,6 +33,9 @@
 // rename-over check the victim's link count afterwards and close its descriptor when no link
 // and no handle is left (or at its last RELEASE); GETATTR then answers with nlink 0.
 //
+// Names are bytes: names and targets arrive as strings whose U+DC80–U+DCFF stand for raw bytes
+// (protocol/names.ts); childPath/fsPath and libc.cstr hand the backing syscalls those bytes.
+//
 // Notes and gaps:
 // - The daemon usually runs as root; permission checks are the kernel's (default_permissions,
 //   the default) against the source's mode bits. With --no-default-permissions every caller
@@ -48,16 +54,17 @@
 //   loop for one syscall each; everything else uses node:fs asynchronously.
 
 import {
-  close as fsClose, fdatasync as fsFdatasync, fstat as fsFstat, fsync as fsFsync, ftruncate as fsFtruncate,
-  open as fsOpen, type BigIntStats, constants as C, fstatSync, openSync, closeSync,
+  fdatasync as fsFdatasync, fsync as fsFsync, type BigIntStats, constants as C, fstatSync, openSync, closeSync, ftruncateSync,
+  accessSync, chmodSync, lstatSync, mkdirSync, readlinkSync, renameSync, rmdirSync, symlinkSync, truncateSync, unlinkSync,
 } from "node:fs";
-import * as fsp from "node:fs/promises";
 import { FuseError, errnoOf, Errno } from "./errors.ts";
 import type {
   Attr, CreateReply, DirFiller, Entry, InitInfo, InodeFS, OpenReply, RequestContext, SetattrChanges, Statfs,
 } from "./types.ts";
 import { S_IFDIR, S_IFLNK, S_IFMT, S_IFREG } from "./types.ts";
 import * as libc from "./passthrough/libc.ts";
+import { FdCache, PassthroughNode, probeHandles, type FdCacheStats } from "./passthrough/nodes.ts";
+import { decodeName, fsPath } from "../protocol/names.ts";
 
 export interface PassthroughOptions {
   /** Serve file data in the kernel (FUSE_PASSTHROUGH; needs CAP_SYS_ADMIN). Default false. */
@@ -66,7 +73,17 @@ export interface PassthroughOptions {
   emulateOwnership?: boolean;
   /** Where one-time notices go (default: stderr). */
   log?: (line: string) => void;
+  /**
+   * Most O_PATH descriptors held for inodes the kernel knows (least recently used ones are
+   * closed and re-opened on demand). Default: half the RLIMIT_NOFILE soft limit (after raising
+   * it to the hard limit), at most 65536.
+   */
+  fdBudget?: number;
+  /** Re-open evicted inodes by kernel file handle when permitted (default true; false: by path). */
+  fileHandles?: boolean;
 }
+
+export { PassthroughNode };
 
 const O_PATH = 0o10000000; // same value on x86_64 and aarch64
 const O_ACCMODE = 3;
@@ -95,48 +112,20 @@ const COPY_CHUNK = 64 << 20;
 const PLUS_BATCH = 32;
 
 const PROC = "/proc/self/fd/";
+const RENAME_EXCHANGE = 2;
 const NS = 1_000_000_000n;
 
-/** One backing inode the kernel holds references to. */
-export class PassthroughNode {
-  /** Lookup references held by the kernel. */
-  nlookup = 0;
-  /** Open file handles (OPEN/CREATE not yet RELEASEd). */
-  opens = 0;
-  /** Kernel passthrough backing id while handles are open (0 = none). */
-  backingId = 0;
-  /** Kernel passthrough refused for this inode: serve it through the daemon. */
-  noPassthrough = false;
-  /** Lost a link through unlink/rename while open: check on the last release. */
-  unlinked = false;
-  /**
-   * Set when the backing file was deleted and its descriptor closed early (so the source frees
-   * the space now, not when the kernel gets round to FORGET): GETATTR answers with this.
-   */
-  deletedAttr: Attr | null = null;
-  /** Mode bits as last seen (type bits never change). */
-  mode: number;
-  constructor(
-    /** Node id given to the kernel. */
-    readonly id: number,
-    /** O_PATH|O_NOFOLLOW descriptor of the backing file (-1 once deleted and released). */
-    public fd: number,
-    readonly dev: number,
-    readonly ino: number,
-    mode: number,
-  ) {
-    this.mode = mode;
-  }
+/** `/proc/self/fd/N`: the backing file of descriptor N (node:fs follows it to the inode). */
+function procPath(fd: number): string {
+  return PROC + fd;
+}
 
-  /** `/proc/self/fd/N`: the backing file itself (node:fs follows it to the inode). */
-  get path(): string {
-    return PROC + this.fd;
-  }
-
-  /** `/proc/self/fd/N/name`: an entry of this directory. */
-  child(name: string): string {
-    return PROC + this.fd + "/" + name;
-  }
+/**
+ * `/proc/self/fd/N/name`: an entry of directory descriptor N. Names are bytes: a name holding
+ * U+DC80–U+DCFF (raw non-UTF-8 bytes, protocol/names.ts) gives a Buffer path with those bytes.
+ */
+function childPath(dirFd: number, name: string): string | Buffer {
+  return fsPath(PROC + dirFd + "/" + name);
 }
 
 /** An open directory: its descriptor and the listing snapshot taken at offset 0. */
@@ -148,19 +137,39 @@ class DirHandle {
   constructor(readonly fd: number) {}
 }
 
-// ---- small async helpers over the callback API (raw descriptors, no FileHandle objects) -------
+// ---- metadata syscalls: synchronous, on the thread that serves the request -------------------
+// Like libfuse's passthrough: metadata syscalls on a local backing filesystem take
+// microseconds, while handing each to Bun's thread pool cost two thread hand-offs and a wake-up
+// of the event loop per call (measured: docs/ARCHITECTURE.md). They keep a Promise shape so the
+// handlers' pin/await structure stays as it is; only fsync, which can really block, goes to the
+// thread pool.
 
-function openFd(path: string, flags: number, mode = 0): Promise<number> {
-  return new Promise((resolve, reject) => fsOpen(path, flags, mode, (err, fd) => (err ? reject(err) : resolve(fd))));
+function settled<A extends unknown[], R>(f: (...args: A) => R): (...args: A) => Promise<R> {
+  return (...args: A) => {
+    try {
+      return Promise.resolve(f(...args));
+    } catch (e) {
+      return Promise.reject(e);
+    }
+  };
 }
 
-function fstatBig(fd: number): Promise<BigIntStats> {
-  return new Promise((resolve, reject) => fsFstat(fd, { bigint: true }, (err, st) => (err ? reject(err) : resolve(st))));
-}
+const fsp = {
+  access: settled(accessSync),
+  chmod: settled(chmodSync),
+  lstat: settled((path: string | Buffer, opts: { bigint: true }) => lstatSync(path, opts)),
+  mkdir: settled((path: string | Buffer, mode: number) => void mkdirSync(path, { mode })),
+  readlink: settled((path: string | Buffer, opts: { encoding: "buffer" }) => readlinkSync(path, opts)),
+  rename: settled(renameSync),
+  rmdir: settled((path: string | Buffer) => rmdirSync(path)),
+  symlink: settled((target: string | Buffer, path: string | Buffer) => symlinkSync(target, path)),
+  truncate: settled((path: string | Buffer, len: number) => truncateSync(path, len)),
+  unlink: settled(unlinkSync),
+};
 
-function closeFd(fd: number): Promise<void> {
-  return new Promise((resolve, reject) => fsClose(fd, (err) => (err ? reject(err) : resolve())));
-}
+const openFd = settled((path: string | Buffer, flags: number, mode: number = 0) => openSync(path, flags, mode));
+const fstatBig = settled((fd: number) => fstatSync(fd, { bigint: true }));
+const closeFd = settled((fd: number) => closeSync(fd));
 
 function closeQuiet(fd: number): void {
   try {
@@ -211,7 +220,11 @@ const processGid = process.getgid?.() ?? 0;
 
 export class PassthroughFS implements InodeFS {
   readonly source: string;
-  readonly options: Required<Omit<PassthroughOptions, "log">> & { log: (line: string) => void };
+  readonly options: Required<Omit<PassthroughOptions, "log" | "fdBudget">> & { log: (line: string) => void };
+  /** The bounded O_PATH descriptor cache (lib/fs/passthrough/nodes.ts). */
+  readonly fds: FdCache;
+  /** RLIMIT_NOFILE as found and as raised at start. */
+  readonly nofile: libc.NofileLimit;
   /** node id → node */
   protected readonly nodes = new Map<number, PassthroughNode>();
   /** st_dev → st_ino → node */
@@ -235,8 +248,15 @@ export class PassthroughFS implements InodeFS {
     this.options = {
       kernelPassthrough: options.kernelPassthrough ?? false,
       emulateOwnership: options.emulateOwnership ?? true,
+      fileHandles: options.fileHandles ?? true,
       log: options.log ?? ((line) => process.stderr.write(line + "\n")),
     };
+    // Like libfuse's passthrough_hp: use every descriptor the hard limit allows.
+    try {
+      this.nofile = libc.raiseNofile();
+    } catch (e) {
+      this.nofile = { before: 0, after: 0, hard: 0, error: e instanceof Error ? e.message : String(e) };
+    }
     let fd: number;
     try {
       fd = openSync(source, O_PATH | O_DIRECTORY | O_CLOEXEC);
@@ -247,10 +267,35 @@ export class PassthroughFS implements InodeFS {
       );
     }
     const st = fstatSync(fd, { bigint: true });
-    const root = new PassthroughNode(1, fd, Number(st.dev), Number(st.ino), Number(st.mode));
+    const root = new PassthroughNode(1, Number(st.dev), Number(st.ino), Number(st.mode));
+    root.fd = fd;
     root.nlookup = 1; // never forgotten
     this.nodes.set(1, root);
     this.index(root);
+    const limit = this.nofile.after > 0 ? this.nofile.after : 1024;
+    const budget = options.fdBudget ?? Math.max(16, Math.min(65536, Math.floor(Math.min(limit, 1 << 30) / 2)));
+    if (!Number.isInteger(budget) || budget < 1) throw new Error(`passthrough: fdBudget must be an integer ≥ 1, got ${budget}`);
+    const handles = this.options.fileHandles ? probeHandles(fd) : { mountFd: -1, why: "disabled" };
+    this.fds = new FdCache(budget, root, handles.mountFd, this.options.log);
+    this.handleProbe = handles.why;
+  }
+
+  /** Why kernel file handles are (not) used to re-open evicted inodes. */
+  readonly handleProbe: string;
+
+  /** One line for --debug: the descriptor limit and budget. */
+  describeDescriptors(): string {
+    const l = this.nofile;
+    const raised = l.error
+      ? `could not raise RLIMIT_NOFILE ${l.before} (hard ${l.hard}): ${l.error}`
+      : l.before < l.after ? `raised RLIMIT_NOFILE ${l.before} → ${l.after} (hard limit)` : `RLIMIT_NOFILE ${l.after} (already the hard limit)`;
+    const how = this.fds.useHandles ? "kernel file handles" : `paths (file handles: ${this.handleProbe})`;
+    return `fuse-uring: passthrough: ${raised}; inode descriptor budget ${this.fds.budget}, evicted inodes re-opened by ${how}`;
+  }
+
+  /** Descriptor cache counters. */
+  fdStats(): FdCacheStats {
+    return this.fds.stats();
   }
 
   // ---- table ------------------------------------------------------------------------------
@@ -264,7 +309,13 @@ export class PassthroughFS implements InodeFS {
 
   /** The backing file's current path (best effort: where /proc says the descriptor points). */
   async sourcePath(id: number): Promise<string> {
-    return await fsp.readlink(this.live(id).path);
+    const n = this.live(id);
+    const fd = this.fds.pin(n);
+    try {
+      return decodeName(await fsp.readlink(procPath(fd), { encoding: "buffer" }));
+    } finally {
+      this.fds.unpin(n);
+    }
   }
 
   /** Number of nodes in the table (root included). */
@@ -282,23 +333,49 @@ export class PassthroughFS implements InodeFS {
    * Find or create the node for a backing file given a fresh O_PATH descriptor of it and its
    * stat, and take one lookup reference. The descriptor is kept (new node) or closed.
    */
-  protected adopt(fd: number, st: BigIntStats): Entry {
+  protected adopt(fd: number, st: BigIntStats, parent: PassthroughNode | null = null, name = ""): Entry {
     const dev = Number(st.dev), ino = Number(st.ino), mode = Number(st.mode);
     let n = this.byIno.get(dev)?.get(ino);
-    if (n && (n.mode & S_IFMT) !== (mode & S_IFMT)) {
-      // The backing inode number was reused by a file of another type: the old node is stale.
+    const btime = st.birthtimeNs ?? 0n;
+    if (n && ((n.mode & S_IFMT) !== (mode & S_IFMT) || (n.btime !== 0n && btime !== 0n && n.btime !== btime))) {
+      // The backing inode number was reused (another type, or born later: an evicted node does
+      // not keep its inode alive, and ext4 reuses numbers at once): the old node is stale.
       this.byIno.get(dev)!.delete(ino);
       n = undefined;
     }
-    if (n) closeQuiet(fd);
-    else {
-      n = new PassthroughNode(this.nextId++, fd, dev, ino, mode);
+    if (!n) {
+      n = new PassthroughNode(this.nextId++, dev, ino, mode);
+      n.btime = btime;
       this.nodes.set(n.id, n);
       this.index(n);
     }
+    // Latest name wins: it was valid a moment ago (evicted nodes are re-opened through it).
+    if (parent) this.setLink(n, parent, name);
+    this.fds.adopt(n, fd);
     n.mode = mode;
     n.nlookup++;
     return { ino: n.id, attr: attrOf(st) };
+  }
+
+  /** Record `parent`/`name` as n's current link (null parent: none known). */
+  protected setLink(n: PassthroughNode, parent: PassthroughNode | null, name: string): void {
+    if (n === parent || n.id === 1) return;
+    const old = n.parent;
+    if (old !== parent) {
+      if (parent) parent.kids++;
+      n.parent = parent;
+      if (old) {
+        old.kids--;
+        this.maybeFree(old);
+      }
+    }
+    n.name = parent ? name : "";
+    if (parent) this.fds.linked(n);
+  }
+
+  /** The link `dir`/`name` went away: forget it as n's path if it was that one. */
+  protected dropLink(n: PassthroughNode | undefined, dir: PassthroughNode, name: string): void {
+    if (n && n.parent === dir && n.name === name) this.setLink(n, null, "");
   }
 
   /** Give back lookup references; drop the node when nothing refers to it anymore. */
@@ -307,8 +384,9 @@ export class PassthroughFS implements InodeFS {
     this.maybeFree(n);
   }
 
+  /** Drop a node nothing refers to (no lookups, no handles, no known child links through it). */
   private maybeFree(n: PassthroughNode): void {
-    if (n.id === 1 || n.nlookup > 0 || n.opens > 0) return;
+    if (n.id === 1 || n.nlookup > 0 || n.opens > 0 || n.kids > 0) return;
     if (this.nodes.get(n.id) !== n) return;
     this.nodes.delete(n.id);
     const m = this.byIno.get(n.dev);
@@ -316,17 +394,35 @@ export class PassthroughFS implements InodeFS {
       m.delete(n.ino);
       if (m.size === 0) this.byIno.delete(n.dev);
     }
-    if (n.fd >= 0) closeQuiet(n.fd);
-    n.fd = -1;
+    n.gone = true;
+    this.fds.drop(n);
+    this.setLink(n, null, "");
   }
 
   /** Name `name` in `dir` is about to lose a link: the node we know for it, if any. */
   protected async victimOf(dir: PassthroughNode, name: string): Promise<PassthroughNode | undefined> {
+    let fd: number;
     try {
-      const st = await fsp.lstat(dir.child(name), { bigint: true });
-      return this.byIno.get(Number(st.dev))?.get(Number(st.ino));
+      fd = this.fds.pin(dir);
     } catch {
       return undefined;
+    }
+    try {
+      const st = await fsp.lstat(childPath(fd, name), { bigint: true });
+      const n = this.byIno.get(Number(st.dev))?.get(Number(st.ino));
+      if (n && n.opens > 0 && !n.gone) {
+        // An open file may lose its last link now: hold its descriptor from here on, while it
+        // can still be re-opened (unlinked, it could not be).
+        try {
+          this.fds.fd(n);
+          this.fds.pinForever(n);
+        } catch {}
+      }
+      return n;
+    } catch {
+      return undefined;
+    } finally {
+      this.fds.unpin(dir);
     }
   }
 
@@ -336,55 +432,77 @@ export class PassthroughFS implements InodeFS {
    * The kernel may still hold the node id until FORGET; GETATTR then answers with nlink 0.
    */
   protected async settleVictim(n: PassthroughNode | undefined): Promise<void> {
-    if (!n || n.fd < 0 || n.id === 1) return;
+    if (!n || n.gone || n.id === 1) return;
     if (n.opens > 0) {
       n.unlinked = true;
+      // Its last link may be gone: it could not be re-opened, so keep its descriptor.
+      this.fds.pinForever(n);
       return;
     }
-    let st: BigIntStats;
+    let st: BigIntStats | null = null;
+    let fd: number;
     try {
-      st = await fstatBig(n.fd);
-    } catch {
-      return;
+      fd = this.fds.pin(n);
+    } catch (e) {
+      // Evicted, and its handle says the inode is gone (ESTALE) or its path has another file:
+      // deleted. Anything else (EMFILE): leave it be.
+      if (errnoOf(e) !== Errno.ESTALE || !n.handle) return;
+      fd = -1;
     }
-    if (st.nlink !== 0n || n.opens > 0 || n.fd < 0) return;
-    n.deletedAttr = attrOf(st);
+    if (fd >= 0) {
+      try {
+        st = await fstatBig(fd);
+      } catch {
+        return;
+      } finally {
+        this.fds.unpin(n);
+      }
+      if (st.nlink !== 0n) return;
+    }
+    if (n.opens > 0 || n.gone) return;
+    if (st) n.deletedAttr = attrOf(st);
     const m = this.byIno.get(n.dev);
     if (m?.get(n.ino) === n) {
       m.delete(n.ino);
       if (m.size === 0) this.byIno.delete(n.dev);
     }
-    closeQuiet(n.fd);
-    n.fd = -1;
+    // Closed now, or at the last unpin of a request still using it (never under its feet).
+    n.gone = true;
+    this.fds.drop(n);
     this.maybeFree(n);
   }
 
   /** A node whose backing file is still reachable (ENOENT once it was deleted and released). */
   protected live(id: number): PassthroughNode {
     const n = this.node(id);
-    if (n.fd < 0) throw new FuseError("ENOENT");
+    if (n.gone) throw new FuseError("ENOENT");
     return n;
   }
 
   /** LOOKUP of `name` in directory node `dir`: one new reference. */
   protected async lookupIn(dir: PassthroughNode, name: string): Promise<Entry> {
-    if (name === "." || name === "..") {
-      // The kernel resolves these itself; never let ".." climb out of the source.
-      if (name === "." || dir.id === 1) {
-        const st = await fstatBig(dir.fd);
-        dir.nlookup++;
-        return { ino: dir.id, attr: attrOf(st) };
-      }
-    }
-    const fd = await openFd(dir.child(name), O_PATH | O_NOFOLLOW | O_CLOEXEC);
-    let st: BigIntStats;
+    const dfd = this.fds.pin(dir);
     try {
-      st = await fstatBig(fd);
-    } catch (e) {
-      closeQuiet(fd);
-      throw e;
+      if (name === "." || name === "..") {
+        // The kernel resolves these itself; never let ".." climb out of the source.
+        if (name === "." || dir.id === 1) {
+          const st = await fstatBig(dfd);
+          dir.nlookup++;
+          return { ino: dir.id, attr: attrOf(st) };
+        }
+      }
+      const fd = await this.fds.withRoom("lookup", () => openFd(childPath(dfd, name), O_PATH | O_NOFOLLOW | O_CLOEXEC));
+      let st: BigIntStats;
+      try {
+        st = await fstatBig(fd);
+      } catch (e) {
+        closeQuiet(fd);
+        throw e;
+      }
+      return this.adopt(fd, st, name === ".." ? null : dir, name);
+    } finally {
+      this.fds.unpin(dir);
     }
-    return this.adopt(fd, st);
   }
 
   protected log(key: string, line: string): void {
@@ -400,7 +518,7 @@ export class PassthroughFS implements InodeFS {
     // In a set-group-ID directory the new file already has the directory's group.
     const gid = dir.mode & S_ISGID ? -1 : ctx.gid;
     if (fd !== undefined) libc.fchownFd(fd, ctx.uid, gid);
-    else libc.lchownAt(dir.fd, name, ctx.uid, gid);
+    else libc.lchownAt(this.fds.fd(dir), name, ctx.uid, gid);
   }
 
   // ---- InodeFS: lifecycle -----------------------------------------------------------------
@@ -430,8 +548,8 @@ export class PassthroughFS implements InodeFS {
         } catch {}
         n.backingId = 0;
       }
-      if (n.id !== 1 && n.fd >= 0) closeQuiet(n.fd);
     }
+    this.fds.closeAll(this.nodes.values());
     const root = this.nodes.get(1)!;
     this.nodes.clear();
     this.byIno.clear();
@@ -458,9 +576,14 @@ export class PassthroughFS implements InodeFS {
     const n = this.node(ino);
     if (n.deletedAttr) return n.deletedAttr;
     try {
-      const st = await fstatBig(n.fd);
-      n.mode = Number(st.mode);
-      return attrOf(st);
+      const fd = this.fds.pin(n);
+      try {
+        const st = await fstatBig(fd);
+        n.mode = Number(st.mode);
+        return attrOf(st);
+      } finally {
+        this.fds.unpin(n);
+      }
     } catch (e) {
       throw toFuse(e);
     }
@@ -468,46 +591,60 @@ export class PassthroughFS implements InodeFS {
 
   async setattr(_ctx: RequestContext, ino: number, c: SetattrChanges): Promise<Attr> {
     const n = this.live(ino);
+    let fd: number;
     try {
+      fd = this.fds.pin(n);
+    } catch (e) {
+      throw toFuse(e);
+    }
+    try {
+      const path = procPath(fd);
       const isLink = (n.mode & S_IFMT) === S_IFLNK;
       if (c.mode !== undefined) {
         if (isLink) throw new FuseError("EOPNOTSUPP");
-        await fsp.chmod(n.path, c.mode & 0o7777);
+        await fsp.chmod(path, c.mode & 0o7777);
       }
-      if (c.uid !== undefined || c.gid !== undefined) libc.fchownFd(n.fd, c.uid ?? -1, c.gid ?? -1);
+      if (c.uid !== undefined || c.gid !== undefined) libc.fchownFd(fd, c.uid ?? -1, c.gid ?? -1);
       if (c.size !== undefined) {
-        if (c.fh !== undefined) await new Promise<void>((res, rej) => fsFtruncate(c.fh!, c.size!, voidCb(res, rej)));
-        else await fsp.truncate(n.path, c.size);
+        if (c.fh !== undefined) ftruncateSync(c.fh, c.size);
+        else await fsp.truncate(path, c.size);
       }
       if (c.atime !== undefined || c.mtime !== undefined) {
         const [as, an] = c.atime === undefined ? [0, libc.UTIME_OMIT] : c.atime === "now" ? [0, libc.UTIME_NOW] : c.atime;
         const [ms, mn] = c.mtime === undefined ? [0, libc.UTIME_OMIT] : c.mtime === "now" ? [0, libc.UTIME_NOW] : c.mtime;
-        libc.utimensFd(n.fd, as, an, ms, mn);
+        libc.utimensFd(fd, as, an, ms, mn);
       }
-      let st = await fstatBig(n.fd);
+      let st = await fstatBig(fd);
       if (c.valid & FATTR_KILL_SUIDGID && c.mode === undefined && !isLink) {
         const mode = Number(st.mode);
         const kill = (mode & S_ISUID) | (mode & S_ISGID && mode & S_IXGRP ? S_ISGID : 0);
         if (kill) {
-          await fsp.chmod(n.path, mode & 0o7777 & ~kill);
-          st = await fstatBig(n.fd);
+          await fsp.chmod(path, mode & 0o7777 & ~kill);
+          st = await fstatBig(fd);
         }
       }
       n.mode = Number(st.mode);
       return attrOf(st);
     } catch (e) {
       throw toFuse(e);
+    } finally {
+      this.fds.unpin(n);
     }
   }
 
   readlink(_ctx: RequestContext, ino: number): Uint8Array {
-    return libc.readlinkFd(this.live(ino).fd);
+    return libc.readlinkFd(this.fds.fd(this.live(ino)));
   }
 
   async symlink(ctx: RequestContext, parent: number, name: string, target: string): Promise<Entry> {
     const dir = this.node(parent);
     try {
-      await fsp.symlink(target, dir.child(name));
+      const dfd = this.fds.pin(dir);
+      try {
+        await fsp.symlink(fsPath(target), childPath(dfd, name));
+      } finally {
+        this.fds.unpin(dir);
+      }
       this.applyOwner(ctx, dir, name);
       return await this.lookupIn(dir, name);
     } catch (e) {
@@ -518,7 +655,7 @@ export class PassthroughFS implements InodeFS {
   async mknod(ctx: RequestContext, parent: number, name: string, mode: number, rdev: number): Promise<Entry> {
     const dir = this.node(parent);
     try {
-      libc.mknodat(dir.fd, name, mode, rdev);
+      libc.mknodat(this.fds.fd(dir), name, mode, rdev);
       this.applyOwner(ctx, dir, name);
       return await this.lookupIn(dir, name);
     } catch (e) {
@@ -529,7 +666,12 @@ export class PassthroughFS implements InodeFS {
   async mkdir(ctx: RequestContext, parent: number, name: string, mode: number): Promise<Entry> {
     const dir = this.node(parent);
     try {
-      await fsp.mkdir(dir.child(name), mode & 0o7777);
+      const dfd = this.fds.pin(dir);
+      try {
+        await fsp.mkdir(childPath(dfd, name), mode & 0o7777);
+      } finally {
+        this.fds.unpin(dir);
+      }
       this.applyOwner(ctx, dir, name);
       return await this.lookupIn(dir, name);
     } catch (e) {
@@ -541,42 +683,76 @@ export class PassthroughFS implements InodeFS {
     const dir = this.node(parent);
     const victim = await this.victimOf(dir, name);
     try {
-      await fsp.unlink(dir.child(name));
+      const dfd = this.fds.pin(dir);
+      try {
+        await fsp.unlink(childPath(dfd, name));
+      } finally {
+        this.fds.unpin(dir);
+      }
     } catch (e) {
       throw toFuse(e);
     }
+    this.dropLink(victim, dir, name);
     await this.settleVictim(victim);
   }
 
   async rmdir(_ctx: RequestContext, parent: number, name: string): Promise<void> {
+    const dir = this.node(parent);
+    const victim = await this.victimOf(dir, name);
     try {
-      await fsp.rmdir(this.node(parent).child(name));
+      const dfd = this.fds.pin(dir);
+      try {
+        await fsp.rmdir(childPath(dfd, name));
+      } finally {
+        this.fds.unpin(dir);
+      }
     } catch (e) {
       throw toFuse(e);
     }
+    this.dropLink(victim, dir, name);
+    // Forget its (st_dev, st_ino) now: an evicted node does not keep the inode alive, and its
+    // number may be handed to the next new file.
+    await this.settleVictim(victim);
   }
 
   async rename(_ctx: RequestContext, parent: number, name: string, newParent: number, newName: string, flags: number): Promise<void> {
     const from = this.node(parent), to = this.node(newParent);
+    // The moved node (and the one renamed over or exchanged) keep their paths current.
+    const moved = await this.victimOf(from, name);
     if (flags === 0) {
       // A file renamed over loses a link.
       const victim = await this.victimOf(to, newName);
       try {
-        await fsp.rename(from.child(name), to.child(newName));
+        const ffd = this.fds.pin(from);
+        try {
+          const tfd = this.fds.pin(to);
+          try {
+            await fsp.rename(childPath(ffd, name), childPath(tfd, newName));
+          } finally {
+            this.fds.unpin(to);
+          }
+        } finally {
+          this.fds.unpin(from);
+        }
       } catch (e) {
         throw toFuse(e);
       }
-      await this.settleVictim(victim);
+      if (victim !== moved) this.dropLink(victim, to, newName);
+      if (moved) this.setLink(moved, to, newName);
+      await this.settleVictim(victim === moved ? undefined : victim);
       return;
     }
     // RENAME_NOREPLACE / RENAME_EXCHANGE / RENAME_WHITEOUT: node:fs has no renameat2.
-    libc.renameat2(from.fd, name, to.fd, newName, flags);
+    const other = flags & RENAME_EXCHANGE ? await this.victimOf(to, newName) : undefined;
+    libc.renameat2(this.fds.fd(from), name, this.fds.fd(to), newName, flags);
+    if (moved) this.setLink(moved, to, newName);
+    if (other && other !== moved) this.setLink(other, from, name);
   }
 
   async link(_ctx: RequestContext, ino: number, newParent: number, newName: string): Promise<Entry> {
     const n = this.live(ino), dir = this.node(newParent);
     try {
-      libc.linkFd(n.fd, dir.fd, newName);
+      libc.linkFd(this.fds.fd(n), this.fds.fd(dir), newName);
       return await this.lookupIn(dir, newName);
     } catch (e) {
       throw toFuse(e);
@@ -628,7 +804,12 @@ export class PassthroughFS implements InodeFS {
     const n = this.live(ino);
     let fd: number;
     try {
-      fd = await openFd(n.path, this.backingFlags(flags));
+      const pfd = this.fds.pin(n);
+      try {
+        fd = await this.fds.withRoom("open", () => openFd(procPath(pfd), this.backingFlags(flags)));
+      } finally {
+        this.fds.unpin(n);
+      }
     } catch (e) {
       throw toFuse(e);
     }
@@ -637,17 +818,23 @@ export class PassthroughFS implements InodeFS {
 
   async create(ctx: RequestContext, parent: number, name: string, mode: number, _umask: number, flags: number): Promise<CreateReply> {
     const dir = this.node(parent);
-    const path = dir.child(name);
     const base = this.backingFlags(flags) | (flags & O_NOFOLLOW);
     let fd = -1;
+    let dfd: number;
+    try {
+      dfd = this.fds.pin(dir);
+    } catch (e) {
+      throw toFuse(e);
+    }
+    const path = childPath(dfd, name);
     try {
       let created = true;
       try {
-        fd = await openFd(path, base | O_CREAT | O_EXCL, mode & 0o7777);
+        fd = await this.fds.withRoom("create", () => openFd(path, base | O_CREAT | O_EXCL, mode & 0o7777));
       } catch (e) {
         if (flags & O_EXCL || !isErrno(e, Errno.EEXIST)) throw e;
         created = false;
-        fd = await openFd(path, base, 0);
+        fd = await this.fds.withRoom("create", () => openFd(path, base, 0));
       }
       if (created) this.applyOwner(ctx, dir, name, fd);
       const st = await fstatBig(fd);
@@ -656,16 +843,19 @@ export class PassthroughFS implements InodeFS {
       if (node && (node.mode & S_IFMT) === (Number(st.mode) & S_IFMT)) {
         node.nlookup++;
         node.mode = Number(st.mode);
+        this.setLink(node, dir, name);
         entry = { ino: node.id, attr: attrOf(st) };
       } else {
-        const pfd = await openFd(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-        entry = this.adopt(pfd, st);
+        const pfd = await this.fds.withRoom("create", () => openFd(path, O_PATH | O_NOFOLLOW | O_CLOEXEC));
+        entry = this.adopt(pfd, st, dir, name);
         node = this.nodes.get(entry.ino)!;
       }
       return { entry, open: this.openReply(node, fd) };
     } catch (e) {
       if (fd >= 0) closeQuiet(fd);
       throw toFuse(e);
+    } finally {
+      this.fds.unpin(dir);
     }
   }
 
@@ -686,18 +876,31 @@ export class PassthroughFS implements InodeFS {
   /** HANDLE_KILLPRIV_V2: an unprivileged write clears set-user-ID (and set-group-ID if g+x). */
   private async killPriv(n: PassthroughNode): Promise<void> {
     try {
-      const st = await fstatBig(n.fd);
-      const mode = Number(st.mode);
-      const kill = (mode & S_ISUID) | (mode & S_ISGID && mode & S_IXGRP ? S_ISGID : 0);
-      if (kill) await fsp.chmod(n.path, mode & 0o7777 & ~kill);
-      n.mode = mode & ~kill;
+      const fd = this.fds.pin(n);
+      try {
+        const st = await fstatBig(fd);
+        const mode = Number(st.mode);
+        const kill = (mode & S_ISUID) | (mode & S_ISGID && mode & S_IXGRP ? S_ISGID : 0);
+        if (kill) await fsp.chmod(procPath(fd), mode & 0o7777 & ~kill);
+        n.mode = mode & ~kill;
+      } finally {
+        this.fds.unpin(n);
+      }
     } catch (e) {
       throw toFuse(e);
     }
   }
 
   flush(_ctx: RequestContext, _ino: number, fh: number): void {
-    libc.flushFd(fh);
+    try {
+      this.fds.withRoomSync("flush", () => libc.flushFd(fh));
+    } catch (e) {
+      // close(dup(fh)) needs one spare descriptor. Without one, the caller's close(2) must not
+      // fail: the data is already in the backing file (every WRITE is a pwrite), only the
+      // backing filesystem's close-time flush (NFS, FUSE) is skipped.
+      const errno = errnoOf(e);
+      if (errno !== Errno.EMFILE && errno !== Errno.ENFILE) throw e;
+    }
   }
 
   async release(_ctx: RequestContext, ino: number, fh: number): Promise<void> {
@@ -749,7 +952,12 @@ export class PassthroughFS implements InodeFS {
     const n = this.live(ino);
     let fd: number;
     try {
-      fd = await openFd(n.path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+      const pfd = this.fds.pin(n);
+      try {
+        fd = await this.fds.withRoom("opendir", () => openFd(procPath(pfd), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+      } finally {
+        this.fds.unpin(n);
+      }
     } catch (e) {
       throw toFuse(e);
     }
@@ -773,7 +981,7 @@ export class PassthroughFS implements InodeFS {
         const type = buf[pos + 18]!;
         let end = buf.indexOf(0, pos + 19);
         if (end < 0 || end > pos + reclen) end = pos + reclen;
-        names.push(buf.toString("utf8", pos + 19, end));
+        names.push(decodeName(buf, pos + 19, end));
         inos.push(ino);
         types.push(type);
         pos += reclen;
@@ -860,7 +1068,7 @@ export class PassthroughFS implements InodeFS {
   // ---- InodeFS: the rest ------------------------------------------------------------------
 
   statfs(_ctx: RequestContext, ino: number): Statfs {
-    const s = libc.fstatfs(this.live(ino).fd);
+    const s = libc.fstatfs(this.fds.fd(this.live(ino)));
     return {
       blocks: s.blocks, bfree: s.bfree, bavail: s.bavail, files: s.files, ffree: s.ffree,
       bsize: s.bsize, namelen: s.namelen, frsize: s.frsize || s.bsize,
@@ -871,7 +1079,7 @@ export class PassthroughFS implements InodeFS {
   private xattrPath(ino: number): string {
     const n = this.live(ino);
     if ((n.mode & S_IFMT) === S_IFLNK) throw new FuseError("EOPNOTSUPP");
-    return n.path;
+    return procPath(this.fds.fd(n)); // used synchronously (ffi) right away
   }
 
   setxattr(_ctx: RequestContext, ino: number, name: string, value: Uint8Array, flags: number): void {
@@ -891,8 +1099,14 @@ export class PassthroughFS implements InodeFS {
   }
 
   async access(_ctx: RequestContext, ino: number, mask: number): Promise<void> {
+    const n = this.live(ino);
     try {
-      await fsp.access(this.live(ino).path, mask);
+      const fd = this.fds.pin(n);
+      try {
+        await fsp.access(procPath(fd), mask);
+      } finally {
+        this.fds.unpin(n);
+      }
     } catch (e) {
       throw toFuse(e);
     }
@@ -900,6 +1114,6 @@ export class PassthroughFS implements InodeFS {
 }
 
 /** Mirror directory `source` (the CLI's `mount --passthrough SRC MNT [--kernel-passthrough]`). */
-export function passthrough(source: string, options: { kernelPassthrough?: boolean } & PassthroughOptions = {}): InodeFS {
+export function passthrough(source: string, options: { kernelPassthrough?: boolean } & PassthroughOptions = {}): PassthroughFS {
   return new PassthroughFS(source, options);
 }

@@ -14,6 +14,7 @@ import type {
 } from "../fs/types.ts";
 import { S_IFDIR, S_IFLNK, S_IFMT, S_IFREG } from "../fs/types.ts";
 import { nowTimespec } from "../fs/attr.ts";
+import { decodeName } from "../protocol/names.ts";
 import { checkName, contentBytes, contentLength, describe, hasSize, toAttr, toTimespec, typeOf, type StatDefaults } from "./stat.ts";
 import { isOpened, type Content, type DirEntryLike, type PathFSOptions, type PathHandlers, type StatLike } from "./types.ts";
 
@@ -498,7 +499,8 @@ export class PathFS implements InodeFS {
     const path = this.node(ino).path;
     if (this.handlers.readlink) {
       const t = await this.handlers.readlink(path, ctx);
-      if (typeof t !== "string") throw new TypeError(`readlink(${JSON.stringify(path)}) returned ${describe(t)}; expected a string`);
+      if (t instanceof Uint8Array) return decodeName(t, 0, t.length); // raw target bytes
+      if (typeof t !== "string") throw new TypeError(`readlink(${JSON.stringify(path)}) returned ${describe(t)}; expected a string or Uint8Array`);
       return t;
     }
     const st = await this.stat(path, ctx);

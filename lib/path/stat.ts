@@ -1,6 +1,7 @@
 // Turning the plain objects path handlers return into complete kernel attributes.
 
 import { FuseError } from "../fs/errors.ts";
+import { nameByteLength } from "../protocol/names.ts";
 import type { Attr } from "../fs/types.ts";
 import { S_IFBLK, S_IFCHR, S_IFDIR, S_IFIFO, S_IFLNK, S_IFMT, S_IFREG, S_IFSOCK } from "../fs/types.ts";
 import type { Content, FileType, StatLike, TimeLike } from "./types.ts";
@@ -68,7 +69,7 @@ export function toAttr(st: StatLike, path: string, ino: number, d: StatDefaults,
   else perm = d.writable ? 0o644 : 0o444;
   const isDir = type === S_IFDIR;
   let sz = size ?? num(st.size, "size");
-  if (sz === undefined) sz = type === S_IFLNK && typeof st.target === "string" ? Buffer.byteLength(st.target) : 0;
+  if (sz === undefined) sz = type === S_IFLNK && typeof st.target === "string" ? nameByteLength(st.target) : 0;
   const time = (t: TimeLike | undefined, ms: number | undefined, what: string, dflt: [number, number]): [number, number] =>
     t !== undefined ? toTimespec(t, `getattr(${JSON.stringify(path)}).${what}`) : ms !== undefined ? toTimespec(ms, what) : dflt;
   const mtime = time(st.mtime, st.mtimeMs, "mtime", d.time);
@@ -134,5 +135,6 @@ export function describe(v: unknown): string {
 
 /** Throw an errno unless `v` is a non-empty name without "/" and at most 255 bytes. */
 export function checkName(name: string): void {
-  if (name.length * 3 > 255 && Buffer.byteLength(name) > 255) throw new FuseError("ENAMETOOLONG");
+  // In bytes: U+DC80–U+DCFF stand for one byte each (protocol/names.ts).
+  if (name.length > 85 && nameByteLength(name) > 255) throw new FuseError("ENAMETOOLONG");
 }

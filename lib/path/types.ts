@@ -145,7 +145,8 @@ export interface PathHandlers<H = any> {
   rename?(from: string, to: string, ctx: RequestContext): MaybePromise<void>;
   link?(existing: string, newPath: string, ctx: RequestContext): MaybePromise<void>;
   symlink?(target: string, path: string, ctx: RequestContext): MaybePromise<void>;
-  readlink?(path: string, ctx: RequestContext): MaybePromise<string>;
+  /** The target: a string (names are strings, see fsdecode) or the raw bytes. */
+  readlink?(path: string, ctx: RequestContext): MaybePromise<string | Uint8Array>;
 
   /** `fh` is set when truncating an open file (ftruncate, O_TRUNC). */
   truncate?(path: string, size: number, fh: H | undefined, ctx: RequestContext): MaybePromise<void>;

@@ -10,6 +10,7 @@ import {
 } from "../protocol/codec.ts";
 import { FATTR, HDR_OP_IN, Op, FUSE_GETATTR_FH, FUSE_FSYNC_FDATASYNC, opName } from "../protocol/constants.ts";
 import type { DataPlane } from "./dataplane.ts";
+import { decodeName, encodeName, nameByteLength } from "../protocol/names.ts";
 import type { Replier } from "./reply.ts";
 import type { Request } from "./request.ts";
 
@@ -81,13 +82,16 @@ export class Dispatcher {
 
   // ---- string helpers ---------------------------------------------------------------------
   private nameEnd = 0;
-  /** NUL-terminated UTF-8 string at `start` of the payload; sets nameEnd past the NUL. */
+  /**
+   * NUL-terminated name at `start` of the payload; sets nameEnd past the NUL. Names are bytes:
+   * decodeName is lossless (invalid UTF-8 bytes become U+DC80–U+DCFF, see protocol/names.ts).
+   */
   private name(req: Request, start: number): string {
     const p = req.slot.payload;
     let end = p.indexOf(0, start);
     if (end < 0 || end > req.payloadSize) end = req.payloadSize;
     this.nameEnd = end + 1;
-    return req.text.toString("utf8", start, end);
+    return decodeName(req.text, start, end);
   }
 
   private missing(req: Request): void {
@@ -308,11 +312,9 @@ export class Dispatcher {
     this.reply.ok(req, encodeAttrOut(req.slot.payloadView, 0, attr, ttl));
   }
 
+  /** READLINK: a target string is a name (lone surrogates U+DC80–U+DCFF are raw bytes). */
   private bytesReply(req: Request, v: string | Uint8Array): void {
-    if (typeof v === "string") {
-      const n = req.text.write(v, 0, "utf8");
-      return this.reply.ok(req, n);
-    }
+    if (typeof v === "string") return this.reply.ok(req, encodeName(v, req.text, 0));
     req.slot.payload.set(v, 0);
     this.reply.ok(req, v.length);
   }
@@ -387,12 +389,12 @@ export class Dispatcher {
 
   private listxattrReply(req: Request, names: string[]): void {
     let total = 0;
-    for (const n of names) total += Buffer.byteLength(n, "utf8") + 1;
+    for (const n of names) total += nameByteLength(n) + 1;
     if (req.size === 0) return this.reply.ok(req, encodeWriteOut(req.slot.payloadView, 0, total));
     if (total > req.size) return this.reply.error(req, Errno.ERANGE);
     let off = 0;
     for (const n of names) {
-      off += req.text.write(n, off, "utf8");
+      off += encodeName(n, req.text, off);
       req.slot.payload[off++] = 0;
     }
     this.reply.ok(req, off);
@@ -458,7 +460,7 @@ class Filler implements DirFiller {
       );
     }
     const req = this.req;
-    const nameLen = Buffer.byteLength(name, "utf8");
+    const nameLen = nameByteLength(name);
     if (nameLen === 0 || nameLen > 1024) throw new FuseError("EIO", `readdir: bad name length ${nameLen}`);
     const size = this.plus ? direntplusSize(nameLen) : direntSize(nameLen);
     if (this.pos + size > req.size) return false;
@@ -470,7 +472,7 @@ class Filler implements DirFiller {
       else encodeEntryOut(dv, off, entry, this.opts.entryTtl, this.opts.attrTtl);
       off += ENTRY_OUT_SIZE;
     }
-    req.text.write(name, off + 24, "utf8");
+    encodeName(name, req.text, off + 24);
     encodeDirentHeader(req.slot.payload, dv, off, entry.attr.ino || entry.ino, nextOffset, nameLen, entry.attr.mode);
     this.pos += size;
     return true;

@@ -39,6 +39,7 @@ function noLeftovers(): void {
 const EXPECTED_IDS = [
   "platform", "shim", "dev_fuse", "fusermount3", "user_allow_other", "enable_uring", "io_uring_disabled",
   "io_uring_syscalls", "test_mount", "fuse_over_io_uring", "kernel_passthrough", "buffer_pools", "pinned_memory",
+  "open_files",
 ];
 
 describe("doctor, enable_uring=Y", () => {

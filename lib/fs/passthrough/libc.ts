@@ -7,7 +7,9 @@
 // Every wrapper returns the result or throws a FuseError carrying the real errno.
 
 import { dlopen, FFIType, read } from "bun:ffi";
+import { readFileSync } from "node:fs";
 import { FuseError } from "../errors.ts";
+import { decodeName, nameToCString } from "../../protocol/names.ts";
 
 const { i32, u32, i64, u64, ptr, i64_fast } = FFIType;
 
@@ -30,6 +32,11 @@ const symbols = {
   getdents64: { args: [i32, ptr, u64], returns: i64_fast },
   dup: { args: [i32], returns: i32 },
   close: { args: [i32], returns: i32 },
+  openat: { args: [i32, ptr, i32, u32], returns: i32 },
+  name_to_handle_at: { args: [i32, ptr, ptr, ptr, i32], returns: i32 },
+  open_by_handle_at: { args: [i32, ptr, i32], returns: i32 },
+  getrlimit: { args: [i32, ptr], returns: i32 },
+  setrlimit: { args: [i32, ptr], returns: i32 },
 } as const;
 
 type Libc = ReturnType<typeof dlopen<typeof symbols>>["symbols"];
@@ -68,12 +75,12 @@ function check(rc: number, what: string): number {
   return rc;
 }
 
-/** NUL-terminated UTF-8 bytes for a path or name argument. */
+/**
+ * NUL-terminated bytes for a path or name argument: the exact bytes of the name (lone surrogates
+ * U+DC80–U+DCFF are raw non-UTF-8 bytes, protocol/names.ts), never a lossy UTF-8 re-encoding.
+ */
 export function cstr(s: string): Buffer {
-  const b = Buffer.allocUnsafe(Buffer.byteLength(s, "utf8") + 1);
-  const n = b.write(s, 0, "utf8");
-  b[n] = 0;
-  return b;
+  return nameToCString(s);
 }
 
 const EMPTY = Buffer.from([0]);
@@ -158,7 +165,7 @@ export function listxattr(path: string): string[] {
       let start = 0;
       for (let i = 0; i < got; i++) {
         if (buf[i] === 0) {
-          if (i > start) out.push(buf.toString("utf8", start, i));
+          if (i > start) out.push(decodeName(buf, start, i));
           start = i + 1;
         }
       }
@@ -227,4 +234,72 @@ export function flushFd(fd: number): void {
   const l = libc();
   const d = check(l.dup(fd), "dup");
   check(l.close(d), "close");
+}
+
+/** openat(dirfd, name, flags): a new descriptor (sync; used to re-open evicted O_PATH nodes). */
+export function openat(dirfd: number, name: string, flags: number, mode = 0): number {
+  return check(libc().openat(dirfd, cstr(name), flags, mode), "openat");
+}
+
+const MAX_HANDLE_SZ = 128;
+const handleBuf = Buffer.alloc(8 + MAX_HANDLE_SZ);
+const mountIdBuf = new Int32Array(1);
+/**
+ * The kernel file handle of what an O_PATH descriptor refers to (name_to_handle_at with
+ * AT_EMPTY_PATH): `struct file_handle` bytes, opaque, valid as long as the inode exists.
+ * Throws EOPNOTSUPP when the filesystem cannot export handles.
+ */
+export function fileHandle(fd: number): Buffer {
+  handleBuf.writeUInt32LE(MAX_HANDLE_SZ, 0);
+  check(libc().name_to_handle_at(fd, EMPTY, handleBuf, mountIdBuf, AT_EMPTY_PATH), "name_to_handle_at");
+  return Buffer.from(handleBuf.subarray(0, 8 + handleBuf.readUInt32LE(0)));
+}
+
+/** open_by_handle_at(mountFd, handle, flags): needs CAP_DAC_READ_SEARCH (EPERM otherwise). */
+export function openByHandle(mountFd: number, handle: Buffer, flags: number): number {
+  return check(libc().open_by_handle_at(mountFd, handle, flags), "open_by_handle_at");
+}
+
+const RLIMIT_NOFILE = 7;
+const rlim = new BigUint64Array(2);
+const RLIM_INFINITY = 0xffffffffffffffffn;
+export interface NofileLimit {
+  /** Soft limit before and after, and the hard limit (Infinity for RLIM_INFINITY). */
+  before: number;
+  after: number;
+  hard: number;
+  /** Why it could not be raised (empty when it was raised or already at the hard limit). */
+  error: string;
+}
+const toNum = (v: bigint) => (v === RLIM_INFINITY ? Infinity : Number(v));
+
+/** Current RLIMIT_NOFILE (soft, hard). */
+export function getNofile(): { soft: number; hard: number } {
+  check(libc().getrlimit(RLIMIT_NOFILE, rlim), "getrlimit");
+  return { soft: toNum(rlim[0]!), hard: toNum(rlim[1]!) };
+}
+
+/**
+ * Raise the soft RLIMIT_NOFILE to the hard limit (what libfuse's passthrough_hp does), capped at
+ * fs.nr_open when the hard limit is infinite (setrlimit refuses more).
+ */
+export function raiseNofile(): NofileLimit {
+  check(libc().getrlimit(RLIMIT_NOFILE, rlim), "getrlimit");
+  const before = rlim[0]!, hard = rlim[1]!;
+  let error = "";
+  if (before < hard) {
+    let target = hard;
+    if (hard === RLIM_INFINITY) {
+      try {
+        target = BigInt(readFileSync("/proc/sys/fs/nr_open", "utf8").trim());
+      } catch {
+        target = 1048576n;
+      }
+    }
+    rlim[0] = target;
+    rlim[1] = hard;
+    if (libc().setrlimit(RLIMIT_NOFILE, rlim) < 0) error = `setrlimit: errno ${errno()}`;
+  }
+  check(libc().getrlimit(RLIMIT_NOFILE, rlim), "getrlimit");
+  return { before: toNum(before), after: toNum(rlim[0]!), hard: toNum(hard), error };
 }

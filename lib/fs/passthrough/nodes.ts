@@ -1,0 +1,417 @@
+// The passthrough's inode table entries and the bounded cache of their O_PATH descriptors.
+//
+// Every node the kernel knows used to hold an O_PATH descriptor for its whole life, so a tree
+// with more inodes than RLIMIT_NOFILE failed with EMFILE. Now the descriptors are a cache with a
+// budget: least-recently-used ones are closed (evicted) and re-opened on demand, so node ids stay
+// valid however many the kernel holds. Re-opening uses
+// - the kernel file handle (name_to_handle_at, taken once when the node is first evicted, and
+//   open_by_handle_at on the source root's descriptor) when permitted: root with
+//   CAP_DAC_READ_SEARCH, same filesystem as the source root. It survives renames done anywhere,
+//   also directly in the source;
+// - else the node's last known link (parent node + name), kept current across LOOKUP, CREATE,
+//   RENAME and UNLINK through the mount; the re-opened file must be the same (st_dev, st_ino),
+//   or the request answers ESTALE. A node whose only known link went away (unlinked while open)
+//   is never evicted.
+//
+// Pins. A request that uses a descriptor across an await (node:fs calls run on the thread pool,
+// `/proc/self/fd/N/...` paths are resolved there) pins the node: a pinned descriptor is never
+// closed — not by eviction and not when the file is deleted or forgotten (that close is deferred
+// to the last unpin). Closing a descriptor number that a queued syscall still uses is what made
+// that syscall fail with EBADF, or act on whatever file got the number next (see
+// docs/NAMES-AND-DESCRIPTORS.md).
+//
+// Descriptors held: root (always) + at most `budget` node descriptors, exceeded only while more
+// than `budget` nodes are pinned at once (one or two per request in flight).
+
+import { closeSync, fstatSync } from "node:fs";
+import { Errno, FuseError, errnoOf } from "../errors.ts";
+import type { Attr } from "../types.ts";
+import * as libc from "./libc.ts";
+
+const O_PATH = 0o10000000;
+const O_NOFOLLOW = 0o400000;
+const O_CLOEXEC = 0o2000000;
+
+/** One backing inode the kernel holds references to. */
+export class PassthroughNode {
+  /** Lookup references held by the kernel. */
+  nlookup = 0;
+  /** Open file handles (OPEN/CREATE not yet RELEASEd). */
+  opens = 0;
+  /** Kernel passthrough backing id while handles are open (0 = none). */
+  backingId = 0;
+  /** Kernel passthrough refused for this inode: serve it through the daemon. */
+  noPassthrough = false;
+  /** Lost a link through unlink/rename while open: check on the last release. */
+  unlinked = false;
+  /**
+   * Set when the backing file was deleted and its descriptor closed early (so the source frees
+   * the space now, not when the kernel gets round to FORGET): GETATTR answers with this.
+   */
+  deletedAttr: Attr | null = null;
+  /** Mode bits as last seen (type bits never change). */
+  mode: number;
+  /** O_PATH|O_NOFOLLOW descriptor while cached; -1 when evicted (re-opened on demand) or gone. */
+  fd = -1;
+  /** The backing file is deleted and its descriptor closed for good. */
+  gone = false;
+  /** Requests using `fd` across an await; a pinned descriptor is never closed. */
+  pins = 0;
+  /** Close `fd` at the last unpin (deleted or forgotten while pinned). */
+  dropPending = false;
+  /** Last known link: parent node and name (null parent: unknown). */
+  parent: PassthroughNode | null = null;
+  name = "";
+  /** Nodes whose `parent` is this one (they keep it in the table: their path goes through it). */
+  kids = 0;
+  /** Kernel file handle (struct file_handle bytes), taken at the first eviction. */
+  handle: Buffer | null = null;
+  handleFailed = false;
+  /** Never evict (no way to re-open it: unlinked while open). */
+  noEvict = false;
+  /**
+   * Birth time in ns (statx; 0n when the filesystem has none). A re-open by path checks it next
+   * to (st_dev, st_ino): ext4 hands a deleted file's inode number to the next new file at once.
+   */
+  btime = 0n;
+  lruPrev: PassthroughNode | null = null;
+  lruNext: PassthroughNode | null = null;
+  inLru = false;
+  constructor(
+    /** Node id given to the kernel. */
+    readonly id: number,
+    readonly dev: number,
+    readonly ino: number,
+    mode: number,
+  ) {
+    this.mode = mode;
+  }
+}
+
+export interface FdCacheStats {
+  budget: number;
+  /** Node descriptors open now (root not counted). */
+  held: number;
+  /** Most node descriptors ever open at once. */
+  maxHeld: number;
+  evictions: number;
+  reopenedByHandle: number;
+  reopenedByPath: number;
+  /** EMFILE/ENFILE from the system answered by evicting and retrying. */
+  shed: number;
+  /** Requests answered EMFILE/ENFILE because no descriptor could be had. */
+  failures: number;
+  /** How evicted nodes are re-opened: "handle" (kernel file handles) or "path". */
+  mode: "handle" | "path";
+}
+
+export class FdCache {
+  held = 0;
+  maxHeld = 0;
+  evictions = 0;
+  reopenedByHandle = 0;
+  reopenedByPath = 0;
+  shed = 0;
+  failures = 0;
+  /** Most recently used end. */
+  private head: PassthroughNode | null = null;
+  /** Least recently used end. */
+  private tail: PassthroughNode | null = null;
+  private lastFailLog = 0;
+  private quietFailures = 0;
+
+  /** Kernel file handles work here (probed at start). */
+  readonly useHandles: boolean;
+
+  constructor(
+    readonly budget: number,
+    readonly root: PassthroughNode,
+    /** Read-only descriptor of the source root for open_by_handle_at; -1: re-open by path only. */
+    readonly mountFd: number,
+    private readonly log: (line: string) => void,
+  ) {
+    this.useHandles = mountFd >= 0;
+  }
+
+  stats(): FdCacheStats {
+    return {
+      budget: this.budget, held: this.held, maxHeld: this.maxHeld, evictions: this.evictions,
+      reopenedByHandle: this.reopenedByHandle, reopenedByPath: this.reopenedByPath, shed: this.shed,
+      failures: this.failures, mode: this.useHandles ? "handle" : "path",
+    };
+  }
+
+  /** n's descriptor for immediate (synchronous) use; re-opened if it was evicted. */
+  fd(n: PassthroughNode): number {
+    if (n.fd >= 0) {
+      if (n.inLru && n !== this.head) {
+        this.unlink(n);
+        this.pushHead(n);
+      }
+      return n.fd;
+    }
+    if (n.gone) throw new FuseError("ENOENT", "passthrough: the backing file was deleted");
+    return this.reopen(n);
+  }
+
+  /** fd(n), kept open until the matching unpin(n) (use across awaits). */
+  pin(n: PassthroughNode): number {
+    const fd = this.fd(n);
+    n.pins++;
+    return fd;
+  }
+
+  unpin(n: PassthroughNode): void {
+    if (--n.pins > 0) return;
+    n.pins = 0;
+    if (n.dropPending) {
+      n.dropPending = false;
+      this.closeNow(n);
+    } else if (this.held > this.budget) this.trim();
+  }
+
+  /** Give node n the fresh O_PATH descriptor `fd` (it had none), or close `fd` (it had one). */
+  adopt(n: PassthroughNode, fd: number): void {
+    if (n.fd >= 0 || n.gone) {
+      closeQuiet(fd);
+      if (n.fd >= 0) this.fd(n); // touch
+      return;
+    }
+    this.admit(n, fd);
+  }
+
+  /** The root's descriptor is held outside the budget and never evicted. */
+  setRoot(fd: number): void {
+    this.root.fd = fd;
+  }
+
+  /** Close n's descriptor for good (file deleted, node forgotten); deferred while pinned. */
+  drop(n: PassthroughNode): void {
+    if (n.fd < 0 || n === this.root) return;
+    if (n.pins > 0) {
+      n.dropPending = true;
+      return;
+    }
+    this.closeNow(n);
+  }
+
+  /** n got a known link again: it may be evicted from now on. */
+  linked(n: PassthroughNode): void {
+    if (n.fd >= 0 && !n.inLru && !n.noEvict && n !== this.root) this.pushHead(n);
+  }
+
+  /** Stop evicting n (it cannot be re-opened). */
+  pinForever(n: PassthroughNode): void {
+    n.noEvict = true;
+    if (n.inLru) this.unlink(n);
+  }
+
+  /** Close every node descriptor (unmount). */
+  closeAll(nodes: Iterable<PassthroughNode>): void {
+    for (const n of nodes) if (n !== this.root && n.fd >= 0) this.closeNow(n);
+    this.head = this.tail = null;
+  }
+
+  /**
+   * Run `open` (which allocates a descriptor). On EMFILE/ENFILE evict a slice of the cache and
+   * try once more; if that fails too, answer EMFILE/ENFILE with one log line.
+   */
+  async withRoom<T>(what: string, open: () => Promise<T>): Promise<T> {
+    try {
+      return await open();
+    } catch (e) {
+      if (!isFdShortage(e) || !this.shedSome()) throw this.shortage(e, what);
+    }
+    try {
+      return await open();
+    } catch (e) {
+      throw isFdShortage(e) ? this.shortage(e, what) : e;
+    }
+  }
+
+  withRoomSync<T>(what: string, open: () => T): T {
+    try {
+      return open();
+    } catch (e) {
+      if (!isFdShortage(e) || !this.shedSome()) throw this.shortage(e, what);
+    }
+    try {
+      return open();
+    } catch (e) {
+      throw isFdShortage(e) ? this.shortage(e, what) : e;
+    }
+  }
+
+  // ---- internals ------------------------------------------------------------------------
+
+  private shortage(e: unknown, what: string): unknown {
+    const errno = errnoOf(e);
+    if (errno !== Errno.EMFILE && errno !== Errno.ENFILE) return e;
+    this.failures++;
+    const now = Date.now();
+    if (now - this.lastFailLog >= 5000) {
+      const more = this.quietFailures ? ` (${this.quietFailures} more since the last report)` : "";
+      this.log(
+        `fuse-uring: passthrough: ${what}: out of file descriptors (${errno === Errno.EMFILE ? "EMFILE" : "ENFILE"}) with ${this.held} cached node descriptors (budget ${this.budget}); answered ${errno === Errno.EMFILE ? "EMFILE" : "ENFILE"}${more}`,
+      );
+      this.lastFailLog = now;
+      this.quietFailures = 0;
+    } else this.quietFailures++;
+    return new FuseError(errno, `passthrough: ${what}: out of file descriptors`);
+  }
+
+  /** Evict up to an eighth of the budget (at least 8) to make room; whether any was closed. */
+  private shedSome(): boolean {
+    const want = Math.max(8, this.budget >> 3);
+    let got = 0;
+    while (got < want && this.evictOne(null)) got++;
+    if (got) this.shed++;
+    return got > 0;
+  }
+
+  private reopen(n: PassthroughNode): number {
+    let fd = -1;
+    if (n.handle && this.useHandles) {
+      try {
+        fd = this.withRoomSync("re-open by handle", () => libc.openByHandle(this.mountFd, n.handle!, O_PATH | O_CLOEXEC));
+        this.reopenedByHandle++;
+      } catch (e) {
+        // ESTALE: this inode is deleted. The path would only find another file there now.
+        if (isFdShortage(e) || n.parent === null || errnoOf(e) === Errno.ESTALE) throw e;
+      }
+    }
+    if (fd < 0) {
+      const p = n.parent;
+      if (!p) throw new FuseError("ESTALE", `passthrough: node ${n.id} was evicted and has no known path`);
+      const pfd = this.pin(p);
+      try {
+        fd = this.withRoomSync("re-open by path", () => libc.openat(pfd, n.name, O_PATH | O_NOFOLLOW | O_CLOEXEC));
+      } catch (e) {
+        if (errnoOf(e) === Errno.ENOENT) throw new FuseError("ESTALE", `passthrough: node ${n.id} is no longer at its last known path`);
+        throw e;
+      } finally {
+        this.unpin(p);
+      }
+      let st;
+      try {
+        st = fstatSync(fd, { bigint: true });
+      } catch (e) {
+        closeQuiet(fd);
+        throw e;
+      }
+      if (Number(st.dev) !== n.dev || Number(st.ino) !== n.ino || (n.btime !== 0n && st.birthtimeNs !== n.btime)) {
+        closeQuiet(fd);
+        throw new FuseError("ESTALE", `passthrough: node ${n.id}: another file is at its last known path now`);
+      }
+      this.reopenedByPath++;
+    }
+    this.admit(n, fd);
+    return fd;
+  }
+
+  private admit(n: PassthroughNode, fd: number): void {
+    n.fd = fd;
+    if (n === this.root) return;
+    this.held++;
+    if (this.held > this.maxHeld) this.maxHeld = this.held;
+    if (!n.noEvict) this.pushHead(n);
+    if (this.held > this.budget) this.trim(n);
+  }
+
+  /** Evict until within budget (or nothing more can be evicted). */
+  private trim(keep: PassthroughNode | null = null): void {
+    while (this.held > this.budget && this.evictOne(keep)) {}
+  }
+
+  /** Close the least recently used descriptor that can be re-opened later; false if none. */
+  private evictOne(keep: PassthroughNode | null): boolean {
+    let v = this.tail;
+    while (v) {
+      const prev = v.lruPrev;
+      if (v !== keep && v.pins === 0) {
+        if (this.canReopen(v)) {
+          this.closeNow(v);
+          this.evictions++;
+          return true;
+        }
+        this.unlink(v); // cannot come back: keep its descriptor, stop considering it
+      }
+      v = prev;
+    }
+    return false;
+  }
+
+  private canReopen(v: PassthroughNode): boolean {
+    if (v.noEvict || v.gone) return false;
+    if (this.useHandles && v.dev === this.root.dev && !v.handleFailed) {
+      if (!v.handle) {
+        try {
+          v.handle = libc.fileHandle(v.fd);
+        } catch {
+          v.handleFailed = true;
+        }
+      }
+      if (v.handle) return true;
+    }
+    return v.parent !== null;
+  }
+
+  private closeNow(n: PassthroughNode): void {
+    if (n.inLru) this.unlink(n);
+    if (n.fd < 0) return;
+    closeQuiet(n.fd);
+    n.fd = -1;
+    if (n !== this.root) this.held--;
+  }
+
+  private pushHead(n: PassthroughNode): void {
+    n.lruPrev = null;
+    n.lruNext = this.head;
+    if (this.head) this.head.lruPrev = n;
+    this.head = n;
+    if (!this.tail) this.tail = n;
+    n.inLru = true;
+  }
+
+  private unlink(n: PassthroughNode): void {
+    if (n.lruPrev) n.lruPrev.lruNext = n.lruNext;
+    else this.head = n.lruNext;
+    if (n.lruNext) n.lruNext.lruPrev = n.lruPrev;
+    else this.tail = n.lruPrev;
+    n.lruPrev = n.lruNext = null;
+    n.inLru = false;
+  }
+}
+
+function isFdShortage(e: unknown): boolean {
+  const errno = errnoOf(e);
+  return errno === Errno.EMFILE || errno === Errno.ENFILE;
+}
+
+export function closeQuiet(fd: number): void {
+  try {
+    closeSync(fd);
+  } catch {}
+}
+
+/**
+ * Whether evicted nodes can be re-opened by kernel file handle here: name_to_handle_at and
+ * open_by_handle_at on the source root itself (EPERM without CAP_DAC_READ_SEARCH, EOPNOTSUPP on
+ * filesystems without export support). open_by_handle_at wants a real (not O_PATH) descriptor on
+ * the filesystem: `mountFd`, a read-only descriptor of the source root, held from then on.
+ */
+export function probeHandles(rootFd: number): { mountFd: number; why: string } {
+  let mountFd = -1;
+  try {
+    mountFd = libc.openat(rootFd, ".", O_RDONLY_DIRECTORY | O_CLOEXEC);
+    const h = libc.fileHandle(rootFd);
+    const fd = libc.openByHandle(mountFd, h, O_PATH | O_CLOEXEC);
+    closeQuiet(fd);
+    return { mountFd, why: "open_by_handle_at works" };
+  } catch (e) {
+    if (mountFd >= 0) closeQuiet(mountFd);
+    return { mountFd: -1, why: e instanceof Error ? e.message : String(e) };
+  }
+}
+
+const O_RDONLY_DIRECTORY = 0o200000; // O_RDONLY | O_DIRECTORY
