@@ -60,14 +60,16 @@ Options:
                                   READ_FIXED/WRITE_FIXED on registered buffers (comparison)
   --entry-ttl S, --attr-ttl S     kernel cache lifetimes in seconds (default 1)
   --negative-ttl S                cache "no such file" answers for S seconds (default 0)
+  --request-timeout S             answer a request whose handler has not answered after S
+                                  seconds with ETIMEDOUT (default: wait, like the kernel)
   -o OPT[,OPT…]                   mount options as in mount(8)/fstab/libfuse (repeatable):
       ro, rw, allow_other, default_permissions, no_default_permissions, fsname=NAME,
       subtype=NAME, max_read=N, max_write=N, entry_timeout=S, attr_timeout=S,
       negative_timeout=S, writeback_cache, debug, nosuid, suid, nodev, dev, noexec, exec,
       noatime, atime, relatime, nodiratime, diratime, sync, async, dirsync,
       transport=auto|uring|classic, queue_depth=N, stats_file=PATH, kernel_passthrough,
-      no_fixed_buffers; ignored: defaults, auto, noauto, user, users, nouser, _netdev,
-      nofail, x-*, comment=…; anything else is an error
+      no_fixed_buffers, request_timeout=S; ignored: defaults, auto, noauto, user, users,
+      nouser, _netdev, nofail, x-*, comment=…; anything else is an error
 `;
 
 export class UsageError extends Error {}
@@ -103,6 +105,8 @@ export interface MountCommand {
   entryTtl: number;
   attrTtl: number;
   negativeTtl: number;
+  /** Seconds; 0 = no timeout. */
+  requestTimeout: number;
   /** VFS flags and kernel options from -o (noexec, noatime, max_read=, …). */
   vfs?: VfsOptions;
 }
@@ -170,7 +174,7 @@ export function parseArgs(argv: string[]): Command {
   const cmd: Omit<MountCommand, "fs" | "mountpoint"> & { fs?: MountCommand["fs"] } = {
     kind: "mount", transport: "auto", queueDepth: 0, maxWrite: 0, dataPlane: "native", workers: 1, debug: false, allowOther: false,
     defaultPermissions: true, readOnly: false, writebackCache: false, kernelPassthrough: false, fixedBuffers: true, fileHandles: true,
-    entryTtl: 1, attrTtl: 1, negativeTtl: 0,
+    entryTtl: 1, attrTtl: 1, negativeTtl: 0, requestTimeout: 0,
   };
   const dashdash = rest.indexOf("--");
   const scriptArgs = dashdash >= 0 ? rest.splice(dashdash).slice(1) : [];
@@ -186,10 +190,17 @@ export function parseArgs(argv: string[]): Command {
         applyMountOptions(cmd, list);
         break;
       }
-      case "--memfs": cmd.fs = { type: "memfs" }; break;
-      case "--passthrough": cmd.fs = { type: "passthrough", source: strArg(flag, value()) }; break;
+      case "--memfs":
+        if (cmd.fs && cmd.fs.type !== "memfs") throw new UsageError("--memfs and --passthrough exclude each other: choose one filesystem");
+        cmd.fs = { type: "memfs" };
+        break;
+      case "--passthrough":
+        if (cmd.fs) throw new UsageError(cmd.fs.type === "memfs" ? "--memfs and --passthrough exclude each other: choose one filesystem" : "--passthrough given twice");
+        cmd.fs = { type: "passthrough", source: strArg(flag, value()) };
+        break;
       case "--transport": {
         const t = value();
+        if (t === undefined || t === "") throw new UsageError("--transport needs a value: auto, uring or classic");
         if (t !== "auto" && t !== "uring" && t !== "classic") throw new UsageError(`--transport must be auto, uring or classic, got ${JSON.stringify(t)}`);
         cmd.transport = t;
         break;
@@ -219,6 +230,11 @@ export function parseArgs(argv: string[]): Command {
       case "--entry-ttl": cmd.entryTtl = numArg(flag, value()); break;
       case "--attr-ttl": cmd.attrTtl = numArg(flag, value()); break;
       case "--negative-ttl": cmd.negativeTtl = numArg(flag, value()); break;
+      case "--request-timeout": {
+        cmd.requestTimeout = numArg(flag, value());
+        if (cmd.requestTimeout <= 0) throw new UsageError("--request-timeout must be > 0 seconds (leave it out to wait forever)");
+        break;
+      }
       default:
         if (a.startsWith("-o") && a.length > 2) {
           applyMountOptions(cmd, a.slice(2)); // -oro,fsname=x

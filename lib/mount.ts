@@ -4,7 +4,9 @@
 import { renameSync, writeFileSync } from "node:fs";
 import { reloadMount, type ReloadHook, type ReloadReport } from "./reload/swap.ts";
 import { attachMount, invalidateEntryPath, invalidatePath, toInodeFS, type Filesystem } from "./path/convert.ts";
-import { attach, detach, isMounted, MountError, type MountFlags, type VfsOptions } from "./mountpoint.ts";
+import { existsSync, statSync } from "node:fs";
+import { dirname } from "node:path";
+import { attach, detach, fuseDeviceAt, isMounted, MountError, type MountFlags, type VfsOptions } from "./mountpoint.ts";
 import { Notify } from "./protocol/constants.ts";
 import { nameToBytes } from "./protocol/names.ts";
 import type { FdCacheStats } from "./fs/passthrough/nodes.ts";
@@ -36,8 +38,14 @@ export interface MountStats extends SessionStats {
 }
 
 export class Mount implements AsyncDisposable {
-  /** Settles with the reason when the kernel side goes away (unmount, abort) and memory is freed. */
+  /**
+   * Settles with the reason when the kernel side goes away and memory is freed: "unmounted",
+   * "connection aborted" (fusectl abort, or the kernel gave up; the dead mount is detached
+   * lazily so it does not linger as "Transport endpoint is not connected"), "closed", …
+   */
   readonly closed: Promise<string>;
+  /** major:minor of this mount in mountinfo, to recognise it among stacked mounts. */
+  private readonly device: string | null;
   private readonly timer: ReturnType<typeof setInterval>;
   private readonly startedAt = Date.now();
   private unmounting: Promise<void> | null = null;
@@ -46,12 +54,31 @@ export class Mount implements AsyncDisposable {
 
   constructor(readonly mountpoint: string, readonly session: Session, private readonly statsFile?: string) {
     this.timer = setInterval(() => this.writeStats(), 1000);
+    this.device = fuseDeviceAt(mountpoint);
     this.closed = session.ended.then(async (reason) => {
       await session.close();
       clearInterval(this.timer);
       this.writeStats();
-      return reason;
+      return this.detachDead(reason);
     });
+  }
+
+  /**
+   * Name why the session ended, from what the kernel said and whether our mount is still
+   * there. Gone: it was unmounted (a ring may only report ENOTCONN for that). Still there
+   * without anyone unmounting: the connection was aborted; every access would fail with
+   * ENOTCONN until someone unmounts, so detach it (lazily).
+   */
+  private detachDead(reason: string): string {
+    const vague = reason === "unmounted" || reason === "closed" || reason.startsWith("connection ended");
+    const ours = this.device !== null && fuseDeviceAt(this.mountpoint) === this.device;
+    if (!ours) return vague ? "unmounted" : reason;
+    if (this.unmounting) return reason;
+    // Ended by the kernel side (abort: ECONNABORTED, or only ENOTCONN/ENODEV seen) with the
+    // mount left in place: that is an abort, whatever the transports managed to say.
+    const why = vague || /\b(ENOTCONN|ENODEV|ECONNABORTED)\b/.test(reason) ? "connection aborted" : reason;
+    const err = detach(this.mountpoint, true);
+    return err ? `${why}; detaching the dead mount failed: ${err}` : why;
   }
 
   get transport(): "uring" | "classic" {
@@ -143,9 +170,18 @@ export class Mount implements AsyncDisposable {
   }
 }
 
+/** Fail before mounting when the stats file could never be written (the writer stays quiet later). */
+function checkStatsFile(path: string): void {
+  const dir = dirname(path);
+  if (!existsSync(dir)) throw new MountError(`stats file ${path}: directory ${dir} does not exist`);
+  if (!statSync(dir).isDirectory()) throw new MountError(`stats file ${path}: ${dir} is not a directory`);
+  if (existsSync(path) && statSync(path).isDirectory()) throw new MountError(`stats file ${path} is a directory`);
+}
+
 /** Mount `fs` at `mountpoint`; resolves once the kernel finished INIT. */
 export async function mount(mountpoint: string, filesystem: Filesystem, options: MountOptions = {}): Promise<Mount> {
   const fs = toInodeFS(filesystem);
+  if (options.statsFile) checkStatsFile(options.statsFile);
   const flags: MountFlags = {
     fsname: options.fsname ?? "fuse-uring",
     subtype: options.subtype ?? "fuse-uring",

@@ -58,6 +58,15 @@ export const symbols = {
 
 export const SHIM_NAME = "libfuse_uring_shim.so";
 
+/**
+ * The shim ABI this TypeScript speaks (shim/root.zig fu_abi_version; bump both together on
+ * incompatible changes). A shim built from another checkout or an older prebuilt copy would
+ * otherwise load and misbehave in ways that look like kernel bugs.
+ */
+export const EXPECTED_SHIM_ABI = 2;
+
+const REBUILD_HINT = "rebuild it from this checkout with `bash scripts/setup.sh` (or point FUSE_URING_SHIM at a matching build)";
+
 function candidates(): string[] {
   const here = dirname(new URL(import.meta.url).pathname);
   const root = join(here, "..");
@@ -90,10 +99,31 @@ export function loadedShimPath(): string | null {
 }
 
 function open(path: string): Native {
+  // The version first, on its own: a stale shim may lack symbols this version needs, and
+  // "symbol not found" would not say what to do.
+  let version: number;
+  try {
+    const probe = dlopen(path, { fu_abi_version: symbols.fu_abi_version });
+    version = probe.symbols.fu_abi_version();
+    probe.close();
+  } catch (e) {
+    throw new Error(
+      `fuse-uring: cannot load native shim ${path}: ${e instanceof Error ? e.message : String(e)}` +
+        (/fu_abi_version/.test(String(e)) ? ` (a shim without fu_abi_version is too old; ${REBUILD_HINT})` : ""),
+    );
+  }
+  checkAbi(path, version);
   try {
     return dlopen(path, symbols).symbols;
   } catch (e) {
-    throw new Error(`fuse-uring: cannot load native shim ${path}: ${e instanceof Error ? e.message : String(e)}`);
+    throw new Error(`fuse-uring: cannot load native shim ${path}: ${e instanceof Error ? e.message : String(e)} (${REBUILD_HINT})`);
+  }
+}
+
+/** Throws a message saying how to rebuild when the shim at `path` speaks another ABI. */
+export function checkAbi(path: string, version: number): void {
+  if (version !== EXPECTED_SHIM_ABI) {
+    throw new Error(`fuse-uring: native shim ${path} has ABI version ${version}, this fuse-uring needs ${EXPECTED_SHIM_ABI}: ${REBUILD_HINT}`);
   }
 }
 

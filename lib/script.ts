@@ -13,7 +13,7 @@ import { existsSync, readFileSync, statSync } from "node:fs";
 import { isAbsolute, relative, resolve } from "node:path";
 import type { InodeFS } from "./fs/types.ts";
 import { mount, type MountOptions } from "./mount.ts";
-import { attachMount, toInodeFS, type Filesystem } from "./path/convert.ts";
+import { attachMount, HandlerShapeError, toInodeFS, type Filesystem } from "./path/convert.ts";
 import { needsHook } from "./reload/swap.ts";
 
 export class ScriptError extends Error {
@@ -230,7 +230,9 @@ async function evaluate(mod: Record<string, unknown>, file: string, options: Loa
   try {
     return { fs: toInodeFS(value as Filesystem), file, modules, controller, viaHook: !!hook };
   } catch (e) {
-    const line = lineOf(file, hook ? /\breload\b/ : /\bexport\s+default\b/);
+    // A handler name with a non-function value ({ getattr: 5 }): point at that key's line.
+    const key = e instanceof HandlerShapeError ? e.key.replace(/[.*+?^${}()|[\]\\]/g, "\\$&") : null;
+    const line = key ? lineOf(file, new RegExp(`(^|[\\s{,"'])${key}["']?\\s*[:(]`)) : lineOf(file, hook ? /\breload\b/ : /\bexport\s+default\b/);
     const what = hook ? "the reload hook returned something that" : "default export";
     throw new ScriptError(`${show(file)}:${line}: ${what} is not a filesystem: ${e instanceof Error ? e.message : String(e)}`);
   }

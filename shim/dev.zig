@@ -7,7 +7,7 @@ const linux = std.os.linux;
 const assert = std.debug.assert;
 const sys = @import("sys.zig");
 
-/// FUSE_DEV_IOC_BACKING_OPEN = _IOW(229, 1, struct fuse_backing_map) (kernel-abi.md §11).
+/// FUSE_DEV_IOC_BACKING_OPEN = _IOW(229, 1, struct fuse_backing_map) (docs/KERNEL.md §1).
 /// SCM_RIGHTS (std.os.linux.SCM lacks it in Zig 0.15).
 const scm_rights: i32 = 1;
 

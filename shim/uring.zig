@@ -16,12 +16,12 @@ comptime {
     std.debug.assert(@sizeOf(Cqe) == 16);
 }
 
-/// Setup flags (kernel-abi.md §15).
+/// Setup flags (docs/KERNEL.md §4; values from liburing).
 pub const setup_sqe128: u32 = 1 << 10;
 pub const setup_single_issuer: u32 = 1 << 12;
 pub const setup_defer_taskrun: u32 = 1 << 13;
 
-/// FUSE uring cmd_op values (kernel-abi.md §12.2).
+/// FUSE uring cmd_op values (docs/KERNEL.md §4).
 pub const fuse_cmd_register: u32 = 1;
 pub const fuse_cmd_commit_and_fetch: u32 = 2;
 

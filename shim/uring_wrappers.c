@@ -58,7 +58,7 @@ unsigned fuw_peek_batch(struct io_uring *ring, struct io_uring_cqe **cqes, unsig
 
 void fuw_cq_advance(struct io_uring *ring, unsigned n) { io_uring_cq_advance(ring, n); }
 
-/* IORING_OP_URING_CMD for /dev/fuse (kernel-abi.md §12.2). The whole 128-byte SQE is cleared
+/* IORING_OP_URING_CMD for /dev/fuse (docs/KERNEL.md §4). The whole 128-byte SQE is cleared
  * (SQEs are reused; the kernel reads struct fuse_uring_cmd_req from sqe->cmd, bytes 48..72, and
  * stale bytes there would be read as flags/padding). liburing 2.3 has no struct
  * fuse_uring_cmd_req, so its fields are written at their UAPI offsets inside cmd[]:

@@ -1,5 +1,5 @@
 // Byte-exact wire vectors for every struct the session encodes or decodes, one commented row
-// per field (offsets from kernel-abi.md §5). These sit beside the real-kernel integration
+// per field (offsets from the UAPI header, docs/KERNEL.md §2). These sit beside the real-kernel integration
 // tests: a wrong offset fails here with the exact byte.
 
 import { describe, expect, test } from "bun:test";
@@ -178,7 +178,7 @@ describe("codec: requests", () => {
     bytes.set([...u32(7), ...u32(45), ...u32(131072), ...u32(0x73fffffb), ...u32(0x7fd), ...new Array(44).fill(0)]);
     const init = decodeInitIn(dv, 0);
     expect(init).toEqual({ major: 7, minor: 45, maxReadahead: 131072, flags: (0x7fdn << 32n) | 0x73fffffbn });
-    // The 6.18 offer observed in kernel-abi.md: io_uring and passthrough offered, no buffer pools.
+    // The 6.18 offer observed on the test machine: io_uring and passthrough offered, no buffer pools.
     expect(initFlagNames(init.flags)).toContain("OVER_IO_URING");
     expect(initFlagNames(init.flags)).toContain("PASSTHROUGH");
     expect(initFlagNames(init.flags)).not.toContain("HAS_IO_URING_BUFPOOL");

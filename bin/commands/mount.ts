@@ -70,7 +70,8 @@ export const EXIT = { unmount: 0, signal: 0, error: 1, usage: 2, aborted: 3 } as
  */
 export function stopReason(reason: string, signal: string | null, dev: string | null): { text: string; code: number } {
   if (signal) return { text: `signal ${signal}`, code: EXIT.signal };
-  if (/abort/i.test(reason)) return { text: "connection aborted", code: EXIT.aborted };
+  // "connection aborted" (the dead mount was detached) or "…; detaching the dead mount failed: …"
+  if (/abort/i.test(reason)) return { text: reason.startsWith("connection aborted") ? reason : "connection aborted", code: EXIT.aborted };
   // The transports may see the end as ENODEV (/dev/fuse) or ENOTCONN (ring entries) first.
   if (reason === "unmounted" || /\b(ENOTCONN|ENODEV)\b/.test(reason)) {
     if (dev && isDeviceMounted(dev)) return { text: "connection aborted", code: EXIT.aborted };
@@ -94,6 +95,20 @@ export async function runMount(cmd: MountCommand): Promise<number> {
     process.stderr.write(`fuse-uring: cannot mount ${label} at ${cmd.mountpoint}: ${stale}\n`);
     return 1;
   }
+  if (fuseDeviceAt(cmd.mountpoint) !== null) {
+    // Stacking a second FUSE mount hides the first one's files: almost always a mistake.
+    process.stderr.write(`fuse-uring: ${cmd.mountpoint} is already a FUSE mount (served by another daemon); unmount it first: fuse-uring unmount ${cmd.mountpoint}\n`);
+    return EXIT.usage;
+  }
+  // A handler's stray promise (fire-and-forget, not returned) that rejects must not take the
+  // whole mount down with every caller: log it once per distinct error and serve on.
+  const seenRejections = new Set<string>();
+  process.on("unhandledRejection", (e) => {
+    const text = e instanceof Error ? (e.stack ?? e.message) : String(e);
+    if (seenRejections.has(text)) return;
+    if (seenRejections.size < 100) seenRejections.add(text);
+    process.stderr.write(`fuse-uring: unhandled promise rejection in the filesystem (ignored; return or await the promise): ${text}\n`);
+  });
   // Handlers go in before mounting: Bun installs them asynchronously, and a SIGTERM that
   // arrives right after the ready line must unmount, not kill the daemon mid-mount.
   let m: Mount | null = null;
@@ -131,6 +146,7 @@ export async function runMount(cmd: MountCommand): Promise<number> {
       entryTtl: cmd.entryTtl,
       attrTtl: cmd.attrTtl,
       negativeTtl: cmd.negativeTtl,
+      requestTimeout: cmd.requestTimeout,
       vfs: cmd.vfs,
     });
   } catch (e) {
@@ -146,6 +162,7 @@ export async function runMount(cmd: MountCommand): Promise<number> {
   if (cmd.watch) await startWatching(cmd, m, loadedScripts.get(fs), label);
   const reason = await m.closed;
   live?.stop();
+  if (cmd.debug) process.stderr.write(`fuse-uring: session ended: ${reason}${signalled ? ` (after ${signalled})` : reason === "unmounted" ? " (external unmount)" : ""}\n`);
   const stop = stopReason(reason, signalled, dev);
   process.stderr.write(`fuse-uring: unmounted ${cmd.mountpoint} (${stop.text})\n`);
   return stop.code;

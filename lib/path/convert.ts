@@ -17,6 +17,44 @@ function isPathHandlers(x: object): x is PathHandlers {
   return typeof (x as { getattr?: unknown }).getattr === "function";
 }
 
+/** Method names of path handlers and of the inode API: a value under one of these is a handler. */
+const HANDLER_NAMES = new Set([
+  "init", "destroy", "getattr", "readdir", "open", "read", "write", "readFile", "writeFile", "flush", "fsync", "release",
+  "create", "mknod", "mkdir", "unlink", "rmdir", "rename", "link", "symlink", "readlink", "truncate", "chmod", "chown",
+  "utimens", "statfs", "access", "getxattr", "setxattr", "listxattr", "removexattr",
+  "lookup", "forget", "setattr", "opendir", "releasedir", "fsyncdir", "fallocate", "lseek", "copyFileRange",
+]);
+
+/** A TypeError about one key of the filesystem object (the script loader points at its line). */
+export class HandlerShapeError extends TypeError {
+  constructor(readonly key: string, message: string) {
+    super(message);
+  }
+}
+
+/**
+ * A plain object with a handler name whose value is not a function: `{ getattr: 5 }` would
+ * otherwise become a tree with an unreadable file "getattr" and answer EIO forever. A value that
+ * is valid tree content (`{ read: "text" }`, a file called "read") stays a tree, unless the
+ * object also has real handlers (then every handler name must be a function).
+ */
+function checkHandlerShape(x: object): void {
+  const proto = Object.getPrototypeOf(x);
+  if (proto !== Object.prototype && proto !== null) return;
+  const rec = x as Record<string, unknown>;
+  const keys = Object.keys(rec).filter((k) => HANDLER_NAMES.has(k));
+  if (keys.length === 0) return;
+  const hasHandlers = keys.some((k) => typeof rec[k] === "function");
+  for (const k of keys) {
+    const v = rec[k];
+    if (typeof v === "function") continue;
+    const treeContent = typeof v === "string" || v instanceof Uint8Array || v instanceof ArrayBuffer || v instanceof Blob || (typeof v === "object" && v !== null);
+    if (hasHandlers || !treeContent) {
+      throw new HandlerShapeError(k, `handler "${k}" is ${describe(v)}; a handler must be a function, e.g. ${k}(${k === "getattr" ? "path" : "…"}) { … }`);
+    }
+  }
+}
+
 /**
  * Convert by shape: a PathFS (from paths()/tree()) or any object with a `lookup` method is an
  * InodeFS; an object with a `getattr` method is a set of path handlers; any other plain object
@@ -27,6 +65,7 @@ export function toInodeFS(x: Filesystem): InodeFS {
     throw new TypeError(`expected a filesystem (a tree object, path handlers with getattr(), or an InodeFS with lookup()), got ${describe(x)}`);
   }
   if (isPathFS(x)) return x;
+  checkHandlerShape(x);
   if (isInodeFS(x)) return x;
   if (isPathHandlers(x)) return paths(x);
   if (isTreeDir(x)) return tree(x);

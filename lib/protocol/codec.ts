@@ -1,7 +1,7 @@
 // Byte-exact encoders and decoders for the FUSE structs the session uses. Each writes into a
 // DataView at an offset (little endian: x86_64/aarch64) and returns the bytes written, so
 // replies are built in place in the transport's native reply buffer with no intermediate
-// objects. Offsets: ../shared/docs/kernel-abi.md §5. Tests: test/codec.test.ts.
+// objects. Offsets: the UAPI header (docs/KERNEL.md §2). Tests: test/codec.test.ts.
 
 import type { Attr, Entry, OpenReply, Statfs } from "../fs/types.ts";
 import { FOPEN, FATTR } from "./constants.ts";

@@ -1,5 +1,5 @@
 // FUSE kernel protocol constants (Linux 6.18, FUSE 7.45). Source: include/uapi/linux/fuse.h,
-// see ../shared/docs/kernel-abi.md §3–§6. Numbers only; no behaviour here.
+// see docs/KERNEL.md §2–§5. Numbers only; no behaviour here.
 
 export const FUSE_KERNEL_VERSION = 7;
 export const FUSE_KERNEL_MINOR_VERSION = 45;

@@ -8,7 +8,7 @@ import {
   decodeSetattrIn, direntplusSize, direntSize, encodeAttrOut, encodeDirentHeader, encodeEntryOut,
   encodeOpenOut, encodeStatfsOut, encodeWriteOut, ENTRY_OUT_SIZE, getI64, getU64, OPEN_OUT_SIZE, setU64,
 } from "../protocol/codec.ts";
-import { FATTR, HDR_OP_IN, Op, FUSE_GETATTR_FH, FUSE_FSYNC_FDATASYNC } from "../protocol/constants.ts";
+import { FATTR, HDR_OP_IN, Op, FUSE_GETATTR_FH, FUSE_FSYNC_FDATASYNC, opName } from "../protocol/constants.ts";
 import type { DataPlane } from "./dataplane.ts";
 import { decodeName, encodeName, nameByteLength } from "../protocol/names.ts";
 import type { Replier } from "./reply.ts";
@@ -39,18 +39,33 @@ export class Dispatcher {
     private readonly unknownOpcode: (req: Request) => void,
   ) {}
 
-  /** Continue with `k` once `r` settles; exceptions anywhere become errno replies. */
-  private then<T>(req: Request, r: T | Promise<T>, k: (req: Request, v: T) => void): void {
+  /**
+   * Continue with `k` once `r` settles; exceptions anywhere (also in the reply encoder `k`)
+   * become errno replies (`onError`, default Replier.fail). A result that arrives after the
+   * request was answered (timeout, early answer, interrupt) is dropped before `k` can touch the
+   * slot, which may carry another request by then.
+   */
+  private then<T>(req: Request, r: T | Promise<T>, k: (req: Request, v: T) => void, onError?: (req: Request, e: unknown) => void): void {
     if (isThenable(r)) {
+      const gen = req.gen;
       r.then(
         (v) => {
+          if (!req.current(gen)) return this.reply.late(req);
           try {
             k.call(this, req, v);
           } catch (e) {
             this.reply.fail(req, e);
           }
         },
-        (e) => this.reply.fail(req, e),
+        (e) => {
+          if (!req.current(gen)) return this.reply.late(req);
+          try {
+            if (onError) onError.call(this, req, e);
+            else this.reply.fail(req, e);
+          } catch (e2) {
+            this.reply.fail(req, e2);
+          }
+        },
       );
     } else {
       k.call(this, req, r);
@@ -91,10 +106,9 @@ export class Dispatcher {
       case Op.LOOKUP: {
         if (!fs.lookup) return this.missing(req);
         const name = this.name(req, 0);
-        const r = fs.lookup(req, nodeid, name);
-        if (isThenable(r)) r.then((e) => this.entryReply(req, e), (e) => this.lookupFailed(req, e));
-        else this.entryReply(req, r);
-        return;
+        // The encoder (entryReply) may reject the handler's value (e.g. undefined): inside
+        // then() that becomes EIO like a throw, never an unhandled rejection.
+        return this.then(req, fs.lookup(req, nodeid, name), this.entryReply, this.lookupFailed);
       }
       case Op.GETATTR: {
         if (!fs.getattr) return this.missing(req);
@@ -272,6 +286,9 @@ export class Dispatcher {
   }
 
   private entryReply(req: Request, e: Entry): void {
+    if (e === null || typeof e !== "object" || e.attr === null || typeof e.attr !== "object") {
+      throw new TypeError(`${opName(req.opcode).toLowerCase()} handler returned ${shortDescribe(e)}; expected an Entry { ino, attr } (throw FuseError("ENOENT") for a missing name)`);
+    }
     encodeEntryOut(req.slot.payloadView, 0, e, this.opts.entryTtl, this.opts.attrTtl);
     this.reply.ok(req, ENTRY_OUT_SIZE);
   }
@@ -400,6 +417,27 @@ export class Dispatcher {
   }
 }
 
+/** A short description of a wrong value for error messages ("undefined", "a string", …). */
+function shortDescribe(v: unknown): string {
+  if (v === null || v === undefined) return String(v);
+  if (typeof v === "string") return v.length > 40 ? `a string (${JSON.stringify(v.slice(0, 40))}…)` : `a string (${JSON.stringify(v)})`;
+  if (typeof v === "number" || typeof v === "boolean" || typeof v === "bigint") return `${typeof v} ${String(v)}`;
+  if (typeof v === "function") return "a function";
+  if (Array.isArray(v)) return "an array";
+  if (typeof v === "object" && !("attr" in v)) return `an object without attr (keys: ${Object.keys(v).slice(0, 6).join(", ") || "none"})`;
+  return `an object with a bad attr`;
+}
+
+/** The InodeFS method that handles an opcode (for log lines about slow handlers). */
+export function handlerNameOf(opcode: number): string {
+  switch (opcode) {
+    case Op.COPY_FILE_RANGE: case Op.COPY_FILE_RANGE_64: return "copyFileRange";
+    case Op.RENAME2: return "rename";
+    case Op.READDIRPLUS: return "readdir";
+    default: return opName(opcode).toLowerCase();
+  }
+}
+
 const zeroOpen: OpenReply = { fh: 0 };
 
 const defaultStatfs: Statfs = { blocks: 0, bfree: 0, bavail: 0, files: 0, ffree: 0, bsize: 512, namelen: 255, frsize: 512 };
@@ -416,6 +454,11 @@ class Filler implements DirFiller {
   }
 
   add(name: string, nextOffset: number, entry: Entry): boolean {
+    if (typeof name !== "string" || typeof nextOffset !== "number" || entry === null || typeof entry !== "object" || typeof entry.attr !== "object" || entry.attr === null) {
+      throw new TypeError(
+        `DirFiller.add(name: string, nextOffset: number, entry: { ino, attr }) called with (${shortDescribe(name)}, ${shortDescribe(nextOffset)}, ${shortDescribe(entry)})`,
+      );
+    }
     const req = this.req;
     const nameLen = nameByteLength(name);
     if (nameLen === 0 || nameLen > 1024) throw new FuseError("EIO", `readdir: bad name length ${nameLen}`);

@@ -19,9 +19,9 @@ import {
 } from "../transport/uring.ts";
 import { DataPlane, type DataPlaneMode, type DataPlaneShare } from "./dataplane.ts";
 import { WorkerPool, type RingPlan, type WorkerInit, type WorkerModule } from "./workers.ts";
-import { Dispatcher } from "./dispatch.ts";
+import { Dispatcher, handlerNameOf } from "./dispatch.ts";
 import { Replier, type ReplyObserver } from "./reply.ts";
-import { Request } from "./request.ts";
+import { DEFERRED, FREE, HANDLING, Request, stateNames } from "./request.ts";
 import { Tracer, traceReplies } from "./trace.ts";
 import { LatencyHistograms, type LatencySummary } from "./latency.ts";
 
@@ -57,6 +57,16 @@ export interface SessionOptions {
   dataPlaneShare: DataPlaneShare | null;
   /** Register ring payloads as io_uring fixed buffers for backing I/O (default true). */
   fixedBuffers: boolean;
+  /**
+   * Seconds after which a request whose handler has not answered is answered ETIMEDOUT for it
+   * (the handler's late result is dropped, ctx.signal aborts, stats.timeouts counts it).
+   * 0 (default) = never: like the kernel, wait for the handler however long it takes.
+   */
+  requestTimeout: number;
+  /** Log once per request still pending after this many ms (0 = never; default 10 s). */
+  slowRequestMs: number;
+  /** Fill unused payload bytes with a pattern and check it on reuse (FUSE_URING_POISON=1). */
+  poison: boolean;
   debug: boolean;
   log: (line: string) => void;
 }
@@ -84,6 +94,9 @@ export const defaultSessionOptions: SessionOptions = {
   workerModule: null,
   role: "main",
   dataPlaneShare: null,
+  requestTimeout: 0,
+  slowRequestMs: process.env.FUSE_URING_SLOW_MS !== undefined ? Number(process.env.FUSE_URING_SLOW_MS) : 10_000,
+  poison: process.env.FUSE_URING_POISON === "1",
   debug: false,
   log: (line) => process.stderr.write(line + "\n"),
 };
@@ -125,6 +138,20 @@ export interface SessionStats {
   fixedBuffers: boolean;
   /** Answered requests per opcode name, e.g. { READ: 10, GETATTR: 3 }. */
   ops: Record<string, number>;
+  /** Requests answered ETIMEDOUT by requestTimeout. */
+  timeouts: number;
+  /** Handler results dropped because their request was already answered (timeout, early answer). */
+  lateResults: number;
+  /** Answers that waited for the request's backing I/O to finish before the slot was released. */
+  deferredAnswers: number;
+  /** Requests that were pending longer than slowRequestMs (each logged once). */
+  slowRequests: number;
+  /** INTERRUPTs whose target was not (yet) known: answered EAGAIN (classic) or remembered. */
+  interruptsUnmatched: number;
+  /** Remembered INTERRUPTs applied when their request arrived later (io_uring). */
+  interruptsEarly: number;
+  /** Impossible transitions (answer twice, I/O completion without I/O, …): bugs, each logged. */
+  protocolErrors: number;
   /** Per opcode name: count and latency (arrival → answer) p50/p99/max/mean in µs. */
   latencyUs: Record<string, LatencySummary>;
   /** Request slots (ring entries + classic readers): what `inflight` can reach. */
@@ -199,7 +226,16 @@ export class Session implements Sink, ReplyObserver {
   private stoppedSources = new Set<Source>();
   private transport: TransportKind | "pending" = "pending";
   private transportReason = "";
-  private counters = { forgets: 0, interrupts: 0, inflight: 0, inflightMax: 0, errors: 0, replies: 0, devRequests: 0, ringRequests: 0, wakeups: 0 };
+  private counters = {
+    forgets: 0, interrupts: 0, inflight: 0, inflightMax: 0, errors: 0, replies: 0, devRequests: 0, ringRequests: 0, wakeups: 0,
+    timeouts: 0, lateResults: 0, deferredAnswers: 0, slowRequests: 0, interruptsUnmatched: 0, interruptsEarly: 0, protocolErrors: 0,
+    /** Requests answered for their handler (timeout, teardown); each such handler that settles counts in lateResults. */
+    abandoned: 0,
+  };
+  /** INTERRUPTs that arrived before their request (possible on io_uring): unique and arrival time. */
+  private readonly earlyInterrupts = new EarlyInterrupts();
+  private readonly watchdog: ReturnType<typeof setInterval> | null = null;
+  private poisonPattern: Buffer | null = null;
   private seenErrors = new Set<string>();
   /** Requests answered per opcode (index = opcode; all opcodes are < 64). */
   private readonly opCounts = new Float64Array(64);
@@ -242,6 +278,13 @@ export class Session implements Sink, ReplyObserver {
       this.dispatcher.dataPlane = this.dataPlane;
     }
     this.tracer = this.opts.debug ? new Tracer(this.opts.log) : null;
+    if (this.opts.poison) this.poisonPattern = Buffer.alloc(payloadSize, POISON_BYTE);
+    // One timer for all requests (no timer per request): slow-request log and request timeout.
+    const tick = this.opts.requestTimeout > 0 ? Math.min(250, this.opts.requestTimeout * 250) : 1000;
+    if (this.opts.requestTimeout > 0 || this.opts.slowRequestMs > 0) {
+      this.watchdog = setInterval(() => this.checkPending(), tick);
+      this.watchdog.unref?.();
+    }
     if (this.opts.role === "worker") return; // no /dev/fuse reader: the main thread has it
     if (this.opts.workers > 1) {
       if (!this.opts.workerModule) throw new Error("fuse-uring: workers > 1 needs a filesystem module path (each worker imports its own copy)");
@@ -255,8 +298,15 @@ export class Session implements Sink, ReplyObserver {
       opSizes: opHeaderSizes(false),
     });
     if (this.dataPlane) this.classic.setDataPlane(this.dataPlane.handle);
-    this.reqs.set(this.classic, this.classic.slots.map((s) => new Request(s)));
+    this.reqs.set(this.classic, this.classic.slots.map((s) => this.newRequest(s)));
     if (this.tracer) traceReplies(this.classic, this.tracer, (slot) => this.reqs.get(slot.source)![slot.index]!);
+  }
+
+  /** A slot's Request, wired to the replier once (no per-request closures). */
+  private newRequest(slot: Slot): Request {
+    const req = new Request(slot);
+    req.onIoComplete = (res, gen) => this.replier.ioDone(req, res, gen);
+    return req;
   }
 
   /** Start reading /dev/fuse; call after the fd is attached to a mount. */
@@ -294,7 +344,17 @@ export class Session implements Sink, ReplyObserver {
     req.gid = h.getUint32(28, true);
     req.pid = h.getUint32(32, true);
     req.payloadSize = h.getUint32(HDR_PAYLOAD_SZ, true);
-    req.busy = true;
+    if (req.state !== FREE) {
+      // The transport handed out a slot we still hold: its previous request was never answered.
+      this.protocolError(req, `new request #${h.getUint32(8, true)} on a slot still in state ${stateNames[req.state]}`);
+      req.reset();
+    }
+    if (this.poisonPattern) this.checkPoison(req);
+    req.begin(performance.now());
+    if (this.earlyInterrupts.size > 0 && this.earlyInterrupts.take(req.uniqueNumber, req.startedAt)) {
+      this.counters.interruptsEarly++;
+      req.interrupt();
+    }
     if (slot.source === this.uring) {
       this.counters.ringRequests++;
       this.uring.noteRequest();
@@ -303,7 +363,6 @@ export class Session implements Sink, ReplyObserver {
     this.dataPlane?.unmapRequest(req.opcode, h);
     const c = this.counters;
     if (++c.inflight > c.inflightMax) c.inflightMax = c.inflight;
-    req.startedAt = performance.now();
     if (this.tracer) this.tracer.rx(req);
     switch (req.opcode) {
       case Op.INIT:
@@ -319,10 +378,17 @@ export class Session implements Sink, ReplyObserver {
         c.forgets += count;
         return this.replier.none(req);
       }
-      case Op.INTERRUPT:
+      case Op.INTERRUPT: {
         c.interrupts++;
-        this.interrupt(getU64(h, HDR_OP_IN));
+        if (this.interrupt(getU64(h, HDR_OP_IN), req.startedAt)) return this.replier.none(req);
+        c.interruptsUnmatched++;
+        // Target unknown. Over /dev/fuse (classic) it was answered already or is not read yet:
+        // EAGAIN makes the kernel queue the interrupt again (libfuse does the same). Requests
+        // that travel on the ring are not in /dev/fuse's table, so EAGAIN could not be
+        // delivered (ENOENT); the interrupt is remembered instead and applied on arrival.
+        if (this.transport === "classic") return this.replier.error(req, Errno.EAGAIN);
         return this.replier.none(req);
+      }
     }
     this.dispatcher.dispatch(req);
   }
@@ -341,15 +407,26 @@ export class Session implements Sink, ReplyObserver {
     }
   }
 
-  private interrupt(target: number): void {
+  /**
+   * Interrupt the request with unique `target` (here and in every worker); false (and
+   * remembered, in case it arrives later on a ring) if this thread does not know it.
+   */
+  private interrupt(target: number, now: number): boolean {
     this.pool?.interrupt(target);
-    this.interruptUnique(target);
+    return this.interruptUnique(target, now);
   }
 
-  interruptUnique(target: number): void {
+  interruptUnique(target: number, now = performance.now()): boolean {
     for (const list of this.reqs.values()) {
-      for (const r of list) if (r.busy && r.uniqueNumber === target) return r.interrupt();
+      for (const r of list) {
+        if (r.state !== FREE && r.uniqueNumber === target) {
+          r.interrupt();
+          return true;
+        }
+      }
     }
+    this.earlyInterrupts.add(target, now);
+    return false;
   }
 
   onIoDone(slot: Slot, res: number): void {
@@ -357,7 +434,39 @@ export class Session implements Sink, ReplyObserver {
     this.reqs.get(slot.source)![slot.index]!.ioDone(res);
   }
 
+  // ---- pending requests: slow log and request timeout -----------------------------------------
+  private checkPending(): void {
+    if (!this.alive) return;
+    const now = performance.now();
+    const slowMs = this.opts.slowRequestMs;
+    const timeoutMs = this.opts.requestTimeout * 1000;
+    for (const list of this.reqs.values()) {
+      for (const r of list) {
+        if (r.state === FREE) continue;
+        const age = now - r.startedAt;
+        if (slowMs > 0 && age > slowMs && !r.slowLogged) {
+          r.slowLogged = true;
+          this.counters.slowRequests++;
+          this.opts.log(
+            `fuse-uring: request #${r.uniqueNumber} ${opName(r.opcode)} node=${r.nodeid} pid=${r.pid} pending for ${(age / 1000).toFixed(1)} s ` +
+              `(handler ${handlerNameOf(r.opcode)}()${r.state === DEFERRED ? ", answered, waiting for its backing I/O" : r.ioPending ? ", backing I/O pending" : ""}); ` +
+              `its caller waits in D state until it is answered` + (timeoutMs > 0 ? "" : " (--request-timeout S answers such requests with ETIMEDOUT)"),
+          );
+        }
+        if (timeoutMs > 0 && age > timeoutMs && r.state === HANDLING && !r.timedOut) {
+          this.counters.timeouts++;
+          this.counters.abandoned++;
+          r.abortForTimeout();
+          if (this.opts.debug) this.opts.log(`fuse: #${r.uniqueNumber} ${opName(r.opcode)} timed out after ${(age / 1000).toFixed(1)} s → ETIMEDOUT`);
+          this.replier.error(r, Errno.ETIMEDOUT);
+        }
+      }
+    }
+    this.earlyInterrupts.expire(now);
+  }
+
   onStopped(source: Source, errno: number): void {
+    if (source === this.classic && (errno === Errno.ENODEV || errno === Errno.ECONNABORTED)) this.abandonRingRequests(errno);
     if (source === this.uring) this.uring.markStopped();
     this.stoppedSources.add(source);
     const normalRingEnd = errno === 0 || errno === Errno.ENOTCONN || errno === Errno.ECONNABORTED || errno === Errno.ECANCELED;
@@ -380,6 +489,28 @@ export class Session implements Sink, ReplyObserver {
     if (!all) return;
     if (this.pool && this.pool.count > 0) void this.pool.ended.then(() => this.endedResolve(this.endReason));
     else this.endedResolve(this.endReason);
+  }
+
+  /**
+   * The connection is gone (unmount or abort) but handlers still hold ring entries: the ring
+   * reports STOPPED only when every entry is back, so a handler that never settles would keep
+   * the session (and the daemon) alive forever. Answer them (the kernel refuses the commit, which
+   * is what returns the entry); their handlers' late results are dropped, and their buffers are
+   * not freed while any of them may still run (close()).
+   */
+  private abandonRingRequests(errno: number): void {
+    const list = this.uring ? this.reqs.get(this.uring) : undefined;
+    if (!list) return;
+    for (const r of list) {
+      if (r.state !== HANDLING) continue;
+      this.counters.abandoned++;
+      r.abortForTimeout();
+      try {
+        this.replier.error(r, errno === Errno.ECONNABORTED ? Errno.ECONNABORTED : Errno.ENOTCONN);
+      } catch (e) {
+        this.opts.log(`fuse-uring: could not give ring entry ${r.slot.index} back after the connection ended: ${e instanceof Error ? e.message : String(e)}`);
+      }
+    }
   }
 
   // ---- INIT -----------------------------------------------------------------------------------
@@ -415,7 +546,7 @@ export class Session implements Sink, ReplyObserver {
     this.uring = ring;
     // The ring submits the I/O with its next enter (scheduled by io()).
     const ringIo = (slot: Slot, kind: 1 | 2, fd: number, offset: number, len: number) => ring.io(slot, kind, fd, offset, len);
-    this.reqs.set(ring, ring.slots.map((s) => Object.assign(new Request(s), { ringIo })));
+    this.reqs.set(ring, ring.slots.map((s) => Object.assign(this.newRequest(s), { ringIo })));
     if (this.tracer) traceReplies(ring, this.tracer, (slot) => this.reqs.get(slot.source)![slot.index]!);
   }
 
@@ -446,7 +577,7 @@ export class Session implements Sink, ReplyObserver {
     this.bufferPools = (init.flags & initBit("HAS_IO_URING_BUFPOOL")) !== 0n;
 
     // Decide the transport before answering: advertising io_uring and then failing to
-    // register entries would block every request (docs/KERNEL.md).
+    // register entries would block every request (docs/KERNEL.md §3, §4).
     let want = o.transport !== "classic";
     let reason = o.transport === "classic" ? "requested with --transport classic" : explainNoUring(init.flags);
     if (want && reason) want = false;
@@ -494,6 +625,9 @@ export class Session implements Sink, ReplyObserver {
       timeGran: 1,
       maxPages,
       maxStackDepth: flags & initBit("PASSTHROUGH") ? 1 : 0,
+      // The kernel's own FUSE_REQUEST_TIMEOUT is not negotiated: when it expires the kernel
+      // aborts the whole connection (every caller, the mount dead), with a 15 s minimum.
+      // --request-timeout answers just the late request instead (docs/KERNEL.md).
       requestTimeout: 0,
     });
     this.replier.ok(req, INIT_OUT_SIZE);
@@ -585,6 +719,43 @@ export class Session implements Sink, ReplyObserver {
     this.unexpectedError(opName(req.opcode), err);
   }
 
+  protocolError(req: Request, what: string): void {
+    this.counters.protocolErrors++;
+    this.opts.log(`fuse-uring: BUG: ${what} (request #${req.uniqueNumber} ${opName(req.opcode)} node=${req.nodeid}, ${req.slot.source.kind} slot ${req.slot.index})`);
+  }
+
+  late(req: Request): void {
+    this.counters.lateResults++;
+    if (this.opts.debug) this.opts.log(`fuse: #${req.uniqueNumber} ${opName(req.opcode)}: handler settled after the request was answered; result dropped`);
+  }
+
+  deferred(req: Request): void {
+    this.counters.deferredAnswers++;
+    if (this.opts.debug) this.opts.log(`fuse: #${req.uniqueNumber} ${opName(req.opcode)}: answered while its backing I/O runs; sending when it completes`);
+  }
+
+  /** FUSE_URING_POISON: pattern in every payload byte the answer does not use. */
+  poison(req: Request, replyLen: number): void {
+    if (!this.poisonPattern) return;
+    req.slot.payload.fill(POISON_BYTE, replyLen);
+    req.lastReplyLen = replyLen;
+  }
+
+  /**
+   * A request arrived in a poisoned slot: everything beyond what the kernel wrote (and what the
+   * last answer used) must still be the pattern, else something wrote into the slot after its
+   * answer (a late backing I/O, a handler writing into `out` after a timeout).
+   */
+  private checkPoison(req: Request): void {
+    if (req.lastReplyLen < 0) return;
+    const start = Math.max(req.payloadSize + 128, req.lastReplyLen);
+    const end = req.slot.payload.length;
+    if (start < end && req.text.compare(this.poisonPattern!, start, end, start, end) !== 0) {
+      this.protocolError(req, `payload of this slot was written after its previous answer (FUSE_URING_POISON found the pattern overwritten beyond byte ${start})`);
+    }
+    req.lastReplyLen = -1;
+  }
+
   private unexpectedError(what: string, err: unknown): void {
     const text = err instanceof Error ? (err.stack ?? err.message) : String(err);
     // One log per distinct error: the message and the frame that threw (the frames below it
@@ -655,6 +826,13 @@ export class Session implements Sink, ReplyObserver {
       bufferPools: this.bufferPools,
       fixedBuffers: u?.fixedBuffers ?? false,
       ops: this.opsByName(),
+      timeouts: this.counters.timeouts,
+      lateResults: this.counters.lateResults,
+      deferredAnswers: this.counters.deferredAnswers,
+      slowRequests: this.counters.slowRequests,
+      interruptsUnmatched: this.counters.interruptsUnmatched,
+      interruptsEarly: this.counters.interruptsEarly,
+      protocolErrors: this.counters.protocolErrors,
       threads: [{
         thread: this.opts.role === "worker" ? "worker" : "main",
         requests: this.counters.ringRequests + this.counters.devRequests + (u?.nativeRequests ?? 0) + (c.nativeRequests ?? 0),
@@ -689,26 +867,107 @@ export class Session implements Sink, ReplyObserver {
    */
   async close(graceMs = 2000): Promise<void> {
     if (!this.alive) return;
+    if (this.watchdog) clearInterval(this.watchdog);
     this.classic?.stop();
     this.uring?.stop();
     // Workers first: their rings pin the /dev/fuse file and use the data plane table.
     await this.pool?.close();
     const deadline = Date.now() + graceMs;
     while (this.counters.inflight > 0 && Date.now() < deadline) await Bun.sleep(10);
-    const leak = this.counters.inflight > 0;
+    // Handlers answered for (timeout, teardown) that have not settled may still write into their
+    // `out` buffers: their memory must stay allocated too.
+    const unsettled = this.counters.abandoned - this.counters.lateResults;
+    const leak = this.counters.inflight > 0 || unsettled > 0;
+    if (leak) {
+      // Handlers that never settled: their callers must not wait forever. Answer what can be
+      // answered (the connection may still be alive after a lazy unmount); a handler that
+      // settles later is dropped as late. Their memory stays allocated because such a handler
+      // may still write into the `out` buffer it was given.
+      const stuck = this.counters.inflight;
+      for (const list of this.reqs.values()) {
+        for (const r of list) {
+          if (r.state !== HANDLING) continue;
+          this.counters.abandoned++;
+          try {
+            this.replier.error(r, Errno.EIO);
+          } catch (e) {
+            this.opts.log(`fuse-uring: could not answer a stuck request at shutdown: ${e instanceof Error ? e.message : String(e)}`);
+          }
+        }
+      }
+      this.flushAll();
+      this.opts.log(
+        `fuse-uring: ${stuck + unsettled} handler(s) never settled` + (stuck ? ` within ${graceMs} ms (answered EIO)` : "") + "; leaving their buffers allocated",
+      );
+      // The sources are not destroyed (that would free the memory), so their threads are not
+      // joined: wait until each reported STOPPED (its thread no longer touches /dev/fuse)
+      // before the fd is closed, or the fd number could be reused under a live reader.
+      const stopDeadline = Date.now() + 2000;
+      while (!this.allSourcesStopped() && Date.now() < stopDeadline) await Bun.sleep(10);
+    }
     this.alive = false;
     if (!leak) {
+      // destroy = stop + join the shim thread + free; only then is the fd closed.
       this.uring?.destroy();
       this.classic?.destroy();
-    } else {
-      this.opts.log(`fuse-uring: ${this.counters.inflight} handlers never settled; leaving their buffers allocated`);
     }
     if (!leak) this.dataPlane?.destroy();
-    if (this.opts.role === "main") native().fu_close(this.fd);
+    if (this.opts.role === "main") {
+      if (!leak || this.allSourcesStopped()) native().fu_close(this.fd);
+      else this.opts.log("fuse-uring: a transport thread did not stop; leaving /dev/fuse open rather than closing it under that thread");
+    }
     // The shim threads are joined only when the sources were destroyed; a leaked source's
     // thread may still ring, so its callback must stay valid.
     if (!leak) this.doorbell.close();
     this.endedResolve(this.endReason || "closed");
+  }
+
+  private allSourcesStopped(): boolean {
+    return (!this.classic || this.stoppedSources.has(this.classic)) && (!this.uring || this.stoppedSources.has(this.uring));
+  }
+}
+
+const POISON_BYTE = 0xa5;
+
+/**
+ * INTERRUPTs whose request has not arrived yet. On io_uring the interrupt comes through
+ * /dev/fuse and its request through the ring, so the interrupt can win the race. Bounded:
+ * at most CAPACITY entries (oldest overwritten), each forgotten after TTL_MS.
+ */
+class EarlyInterrupts {
+  static readonly CAPACITY = 64;
+  static readonly TTL_MS = 5000;
+  private readonly uniques = new Float64Array(EarlyInterrupts.CAPACITY);
+  private readonly times = new Float64Array(EarlyInterrupts.CAPACITY);
+  private next = 0;
+  size = 0;
+
+  add(unique: number, now: number): void {
+    if (this.uniques[this.next] === 0) this.size++;
+    this.uniques[this.next] = unique;
+    this.times[this.next] = now;
+    this.next = (this.next + 1) % EarlyInterrupts.CAPACITY;
+  }
+
+  /** True (and forgotten) if an interrupt for `unique` is remembered. */
+  take(unique: number, now: number): boolean {
+    for (let i = 0; i < EarlyInterrupts.CAPACITY; i++) {
+      if (this.uniques[i] === unique) {
+        this.uniques[i] = 0;
+        this.size--;
+        return now - this.times[i]! <= EarlyInterrupts.TTL_MS;
+      }
+    }
+    return false;
+  }
+
+  expire(now: number): void {
+    for (let i = 0; i < EarlyInterrupts.CAPACITY; i++) {
+      if (this.uniques[i] !== 0 && now - this.times[i]! > EarlyInterrupts.TTL_MS) {
+        this.uniques[i] = 0;
+        this.size--;
+      }
+    }
   }
 }
 

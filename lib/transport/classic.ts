@@ -57,11 +57,12 @@ export class ClassicSource implements Source {
     if (this.handle) this.completions.drain(native().fu_classic_pop, this.handle, this, this.sink);
   }
 
-  reply(slot: Slot, payloadLen: number): void {
-    if (!this.handle) return;
-    const rc = native().fu_classic_reply(this.handle, slot.index, payloadLen);
+  reply(slot: Slot, payloadLen: number): number {
+    if (!this.handle) return -107;
+    const rc = Number(native().fu_classic_reply(this.handle, slot.index, payloadLen));
     // ENOENT: the request was interrupted or the connection aborted; nothing to do.
     if (rc < 0) this.replyErrors++;
+    return rc;
   }
 
   release(slot: Slot): void {

@@ -48,7 +48,12 @@ export interface Source {
   readonly slots: readonly Slot[];
   /** Drain arrived completions; calls the sink for each. */
   drain(): void;
-  /** Send the reply already written in slot (out_header at 0, `payloadLen` bytes of payload). */
+  /**
+   * Send the reply already written in slot (out_header at 0, `payloadLen` bytes of payload).
+   * May return the native result: < 0 = -errno, the reply was refused (ENOENT/ENODEV/
+   * ENOTCONN/ECONNABORTED: the request is gone, e.g. interrupted or the connection aborted;
+   * anything else is a bug the session reports).
+   */
   reply(slot: Slot, payloadLen: number): number | void;
   /** Give the slot back without a reply (FORGET, INTERRUPT, …). */
   release(slot: Slot): void;

@@ -155,12 +155,12 @@ for (const transport of TRANSPORTS) {
       expect((await fsopOk("listdir", d.mnt)).names).toEqual([]);
     });
 
-    fuseTest("a second mount on the same mountpoint stacks cleanly and both unmount", async () => {
+    fuseTest("a second mount on a live FUSE mount is refused (exit 2); the first keeps serving", async () => {
       const a = await startDaemon(args);
       await shOk('echo first > "$1/f"', [a.mnt]);
-      const b = await startDaemon(args, { mnt: a.mnt });
-      expect(await shOk('ls -A "$1"', [b.mnt])).toBe(""); // the new, empty filesystem is on top
-      expect(await b.stop()).toBe(0);
+      const b = await cli("mount", "--memfs", a.mnt, ...args);
+      expect(b.code, fmt(b)).toBe(2);
+      expect(b.stderr).toContain("already a FUSE mount");
       expect(await shOk('cat "$1/f"', [a.mnt])).toBe("first\n");
       expect(await a.stop()).toBe(0);
       expect(isMounted(a.mnt)).toBe(false);
