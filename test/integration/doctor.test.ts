@@ -38,7 +38,7 @@ function noLeftovers(): void {
 
 const EXPECTED_IDS = [
   "platform", "shim", "dev_fuse", "fusermount3", "user_allow_other", "enable_uring", "io_uring_disabled",
-  "io_uring_syscalls", "test_mount", "fuse_over_io_uring", "kernel_passthrough", "buffer_pools", "pinned_memory",
+  "io_uring_syscalls", "test_mount", "fuse_over_io_uring", "kernel_passthrough", "data_planes", "buffer_pools", "pinned_memory",
   "open_files",
 ];
 
@@ -77,6 +77,8 @@ describe("doctor, enable_uring=Y", () => {
     expect(rep.kernel.transport).toBe("uring");
     // root + PASSTHROUGH offered → available
     if (rep.kernel.offeredNames.includes("PASSTHROUGH")) expect(c.kernel_passthrough!.status).toBe("OK");
+    // which ways file data can take here: the native data plane needs no privilege
+    expect(JSON.stringify(c.data_planes)).toContain("native");
     expect(c.buffer_pools!.status).toBe("OK");
     expect(rep.kernel.bufferPools).toBe(rep.kernel.offeredNames.includes("HAS_IO_URING_BUFPOOL"));
     expect(rep.possibleCpus).toBe(possibleCpus());
