@@ -372,7 +372,8 @@ pub const Classic = struct {
         var res: i64 = undefined;
         if (opcode == dataplane.op_fsync) {
             const datasync = std.mem.readInt(u32, op_in[8..12], .little) & 1 != 0;
-            res = retryIntr(if (datasync) linux.fdatasync(fd) else linux.fsync(fd));
+            // fsync is not restarted after a signal (we block them anyway): report what it said.
+            res = sys.result(if (datasync) linux.fdatasync(fd) else linux.fsync(fd));
         } else if (size > self.payload_size or (opcode == dataplane.op_write and size > payload_sz)) {
             res = sys.neg(.IO); // the kernel never sends more than max_write
         } else if (opcode == dataplane.op_read) {
@@ -430,11 +431,6 @@ pub const Classic = struct {
 fn fail(err: *i32, e: sys.E) ?*Classic {
     err.* = sys.neg(e);
     return null;
-}
-
-fn retryIntr(rc0: usize) i64 {
-    // fsync is not restarted after a signal we block anyway; report what it said.
-    return sys.result(rc0);
 }
 
 fn setNonblock(fd: i32) i32 {
