@@ -387,22 +387,11 @@ pub const Classic = struct {
                 if (sys.errnoOf(rc) != .INTR) break sys.result(rc);
             };
         }
-        var out_len: u32 = 0;
-        var err: i32 = 0;
-        if (res < 0) {
-            err = if (res > -512) @intCast(res) else sys.neg(.IO);
-            self.stats.native_errors += 1;
-        } else if (opcode == dataplane.op_read) {
-            out_len = @intCast(res);
-            self.stats.native_read_bytes += out_len;
-        } else if (opcode == dataplane.op_write) {
-            std.mem.writeInt(u32, pay[0..4], @intCast(res), .little);
-            std.mem.writeInt(u32, pay[4..8], 0, .little);
-            out_len = 8;
-            self.stats.native_write_bytes += @intCast(res);
-        }
-        std.mem.writeInt(u32, hdr[0..4], layout.out_header_size + out_len, .little);
-        std.mem.writeInt(i32, hdr[4..8], err, .little);
+        var tally: dataplane.Tally = .{};
+        const out_len = dataplane.encodeAnswer(hdr, pay, opcode, res, &tally);
+        self.stats.native_errors += tally.errors;
+        self.stats.native_read_bytes += tally.read_bytes;
+        self.stats.native_write_bytes += tally.write_bytes;
         const iov = [2]std.posix.iovec_const{
             .{ .base = hdr, .len = layout.out_header_size },
             .{ .base = pay, .len = out_len },

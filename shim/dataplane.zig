@@ -11,6 +11,7 @@
 const std = @import("std");
 const assert = std.debug.assert;
 const sys = @import("sys.zig");
+const layout = @import("layout.zig");
 
 /// 2^47: far above any fh a filesystem hands out by counting, exact as a JS number.
 pub const fh_tag: u64 = 1 << 47;
@@ -71,6 +72,52 @@ pub const op_fsync: u32 = 20;
 /// the first u64 of their per-op header).
 pub fn servedOp(opcode: u32) bool {
     return opcode == op_read or opcode == op_write or opcode == op_fsync;
+}
+
+/// Counters both transports keep for the answers they encode.
+pub const Tally = struct {
+    errors: u64 = 0,
+    read_bytes: u64 = 0,
+    write_bytes: u64 = 0,
+};
+
+/// Writes the answer to a served READ/WRITE/FSYNC whose backing I/O returned `res` (bytes or
+/// -errno): fuse_out_header over the in_header (len, error; unique at offset 8 stays), and for
+/// WRITE a fuse_write_out in the payload. Returns the payload bytes of the answer.
+pub fn encodeAnswer(hdr: [*]u8, pay: [*]u8, opcode: u32, res: i64, tally: *Tally) u32 {
+    var out_len: u32 = 0;
+    var err: i32 = 0;
+    if (res < 0) {
+        // The kernel accepts errors in (-512, 0]; anything else would be refused.
+        err = if (res > -512) @intCast(res) else sys.neg(.IO);
+        tally.errors += 1;
+    } else if (opcode == op_read) {
+        out_len = @intCast(res);
+        tally.read_bytes += out_len;
+    } else if (opcode == op_write) {
+        std.mem.writeInt(u32, pay[0..4], @intCast(res), .little);
+        std.mem.writeInt(u32, pay[4..8], 0, .little);
+        out_len = 8;
+        tally.write_bytes += @intCast(res);
+    }
+    std.mem.writeInt(u32, hdr[0..4], layout.out_header_size + out_len, .little);
+    std.mem.writeInt(i32, hdr[4..8], err, .little);
+    return out_len;
+}
+
+test "encodeAnswer: read bytes, write_out, errors" {
+    var hdr: [288]u8 = @splat(0xee);
+    var pay: [16]u8 = @splat(0xee);
+    var t: Tally = .{};
+    try std.testing.expectEqual(@as(u32, 100), encodeAnswer(&hdr, &pay, op_read, 100, &t));
+    try std.testing.expectEqual(@as(u32, 116), std.mem.readInt(u32, hdr[0..4], .little));
+    try std.testing.expectEqual(@as(i32, 0), std.mem.readInt(i32, hdr[4..8], .little));
+    try std.testing.expectEqual(@as(u32, 8), encodeAnswer(&hdr, &pay, op_write, 4096, &t));
+    try std.testing.expectEqual(@as(u32, 4096), std.mem.readInt(u32, pay[0..4], .little));
+    try std.testing.expectEqual(@as(u32, 0), encodeAnswer(&hdr, &pay, op_write, -28, &t));
+    try std.testing.expectEqual(@as(i32, -28), std.mem.readInt(i32, hdr[4..8], .little));
+    try std.testing.expectEqual(@as(u32, 16), std.mem.readInt(u32, hdr[0..4], .little));
+    try std.testing.expectEqual(Tally{ .errors = 1, .read_bytes = 100, .write_bytes = 4096 }, t);
 }
 
 test "lookup only inside the tag window" {

@@ -570,23 +570,11 @@ pub const Ring = struct {
         const hdr = self.header(idx).?;
         const pay = self.payload(idx).?;
         const opcode: u32 = self.native_op[idx];
-        var out_len: u32 = 0;
-        var err: i32 = 0;
-        if (res < 0) {
-            err = if (res > -512) res else sys.neg(.IO);
-            self.stats.native_errors += 1;
-        } else if (opcode == dataplane.op_read) {
-            out_len = @intCast(res);
-            self.stats.native_read_bytes += out_len;
-        } else if (opcode == dataplane.op_write) {
-            std.mem.writeInt(u32, pay[0..4], @intCast(res), .little);
-            std.mem.writeInt(u32, pay[4..8], 0, .little);
-            out_len = 8;
-            self.stats.native_write_bytes += @intCast(res);
-        }
-        // fuse_out_header over the in_header: len, error; unique (offset 8) is already there.
-        std.mem.writeInt(u32, hdr[0..4], layout.out_header_size + out_len, .little);
-        std.mem.writeInt(i32, hdr[4..8], err, .little);
+        var tally: dataplane.Tally = .{};
+        const out_len = dataplane.encodeAnswer(hdr, pay, opcode, res, &tally);
+        self.stats.native_errors += tally.errors;
+        self.stats.native_read_bytes += tally.read_bytes;
+        self.stats.native_write_bytes += tally.write_bytes;
         std.mem.writeInt(u32, hdr[layout.payload_sz_offset..][0..4], out_len, .little);
         self.native_inflight -= 1;
         self.state[idx] = .js; // for prepCommit's bookkeeping
