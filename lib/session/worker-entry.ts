@@ -2,6 +2,7 @@
 // filesystem module, creates its own io_uring for its share of the queues (this thread is the
 // ring's submitter), and serves those queues like the main thread would in single-thread mode.
 
+import { setShimPath } from "../native.ts";
 import { loadScriptVersion, type ScriptVersion } from "../script.ts";
 import { needsHook } from "../reload/swap.ts";
 import type { InodeFS } from "../fs/types.ts";
@@ -29,6 +30,10 @@ function message(e: unknown): string {
 async function handle(m: ToWorker): Promise<void> {
   switch (m.type) {
     case "load": {
+      if (m.shimPath) setShimPath(m.shimPath);
+      // Scripts that `import … from "fuse-uring"` get this library, as on the main thread.
+      const { registerSelfModule } = await import("../../bin/self-module.ts");
+      registerSelfModule();
       try {
         loadOptions = { args: m.module.args, mountpoint: m.module.mountpoint };
         version = await loadScriptVersion(m.module.path, loadOptions);

@@ -11,6 +11,7 @@
 // tree in one thread, tree()/paths() number nodes as they are looked up, and the passthrough
 // numbers nodes per process: they refuse --workers with that explanation (docs/ARCHITECTURE.md).
 
+import { loadedShimPath } from "../native.ts";
 import type { DataPlaneShare } from "./dataplane.ts";
 import type { SessionStats } from "./session.ts";
 
@@ -42,7 +43,7 @@ export interface WorkerInit {
 }
 
 export type ToWorker =
-  | { type: "load"; fd: number; module: WorkerModule; opts: Record<string, unknown>; dataPlane: DataPlaneShare | null; index: number }
+  | { type: "load"; fd: number; module: WorkerModule; opts: Record<string, unknown>; dataPlane: DataPlaneShare | null; index: number; shimPath: string | null }
   | { type: "ring"; plan: RingPlan }
   | { type: "start"; init: WorkerInit }
   | { type: "forget"; pairs: number[] }
@@ -63,6 +64,16 @@ export type FromWorker =
   | { type: "reload-committed"; inflight: number }
   | { type: "log"; line: string };
 
+/**
+ * The worker's entry module. In the standalone binary (scripts/compile.sh builds this file as a
+ * second entry point) embedded modules live under /$bunfs/root/ by their path from the
+ * repository root, not next to the bundle that imports this file.
+ */
+function workerEntry(): string {
+  if (import.meta.url.includes("/$bunfs/")) return "/$bunfs/root/lib/session/worker-entry.ts";
+  return new URL("./worker-entry.ts", import.meta.url).href;
+}
+
 interface Slot {
   worker: Worker;
   stats: SessionStats | null;
@@ -80,12 +91,16 @@ export class WorkerPool {
   constructor(readonly count: number, private readonly log: (line: string) => void) {
     this.ended = new Promise((res) => (this.endedResolve = res));
     for (let i = 0; i < count; i++) {
-      const worker = new Worker(new URL("./worker-entry.ts", import.meta.url).href);
+      const worker = new Worker(workerEntry());
       const slot: Slot = { worker, stats: null, ended: false, waiters: new Map() };
       worker.onmessage = (ev: MessageEvent<FromWorker>) => this.onMessage(slot, ev.data);
       worker.onerror = (ev) => {
-        this.log(`fuse-uring: worker ${i} failed: ${(ev as ErrorEvent).message ?? String(ev)}`);
+        const message = `worker ${i} failed: ${(ev as ErrorEvent).message ?? String(ev)}`;
+        this.log(`fuse-uring: ${message}`);
         this.markEnded(slot, "worker failed");
+        // Whoever waits for this worker gets the failure now, not after a timeout.
+        for (const waiter of slot.waiters.values()) waiter({ type: "error", message });
+        slot.waiters.clear();
       };
       this.slots.push(slot);
     }
@@ -132,7 +147,9 @@ export class WorkerPool {
 
   /** Every worker imports the module; rejects with the first worker's error message. */
   async load(fd: number, module: WorkerModule, opts: Record<string, unknown>, dataPlane: DataPlaneShare | null): Promise<void> {
-    const answers = await Promise.all(this.slots.map((s, index) => this.request(s, { type: "load", fd, module, opts, dataPlane, index }, "loaded")));
+    // Workers load the shim this thread loaded (in the standalone binary, the extracted copy).
+    const shimPath = loadedShimPath();
+    const answers = await Promise.all(this.slots.map((s, index) => this.request(s, { type: "load", fd, module, opts, dataPlane, index, shimPath }, "loaded")));
     const bad = answers.find((a) => a.type === "error");
     if (bad && bad.type === "error") throw new Error(bad.message);
   }

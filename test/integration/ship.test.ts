@@ -142,6 +142,23 @@ describe("standalone binary (dist/fuse-uring)", () => {
     expect(await d.stop()).toBe(0);
   }, 60_000);
 
+  fuseTest("--workers 2: the worker threads start from the embedded entry point and serve both CPUs", async () => {
+    const sdir = join(work, "scripts-workers");
+    mkdirSync(sdir, { recursive: true });
+    // A replicable inode filesystem with no imports: node ids are computed, so every copy agrees.
+    copyFileSync(join(REPO, "bench", "fs", "burn.ts"), join(sdir, "burn.ts"));
+    const d = await startDaemon([], {
+      command: (mnt) => [...minimalEnv(join(work, "home")), bin, "mount", join(sdir, "burn.ts"), mnt, "--workers", "2", "--", "--burn-us", "1"],
+      cwd: sdir,
+    });
+    expect(d.readyLine).toContain("2 worker threads");
+    for (const cpu of ["0", "1"]) {
+      const r = await run(["taskset", "-c", cpu, "dd", `if=${d.mnt}/f.0`, "of=/dev/null", "bs=4k", "count=50", "iflag=direct", "status=none"]);
+      expect(r.code, fmt(r)).toBe(0);
+    }
+    expect(await d.stop()).toBe(0);
+  }, 60_000);
+
   fuseTest("mount --watch: edits to the script and to a file it imports reload in place", async () => {
     const sdir = join(work, "watched");
     mkdirSync(sdir, { recursive: true });
