@@ -1,8 +1,9 @@
 // Mount bookkeeping and the watchdog. Everything here uses only /proc, /sys and umount2 — never
 // the FUSE mount itself — so it works even when a daemon is wedged.
-import { existsSync, readFileSync, readdirSync, writeFileSync, rmSync, mkdtempSync, mkdirSync } from "node:fs";
+import { chmodSync, existsSync, readFileSync, readdirSync, writeFileSync, rmSync, mkdtempSync, mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { TMP_ROOT, PYTHON } from "./env.ts";
+import { fmt, run } from "./run.ts";
 
 export interface MountInfo {
   mountId: number;
@@ -189,4 +190,40 @@ export function cleanupMountpoints(only?: Set<string>): string[] {
 
 export function registeredMountpoints(): string[] {
   return [...registry.keys()];
+}
+
+// ---- tmpfs sources for passthrough tests --------------------------------------------------------
+
+const tmpfsSources = new Set<string>();
+
+/** A fresh tmpfs (`-o options`) mounted at a new directory under /tmp, mode 0755. */
+export async function mountTmpfsSource(options = "size=512m", prefix = "fuse-uring-src-"): Promise<string> {
+  const dir = mkdtempSync(join(TMP_ROOT, prefix));
+  const r = await run(["mount", "-t", "tmpfs", "-o", options, "fuse-uring-src", dir], { timeoutMs: 10_000 });
+  if (r.code !== 0) throw new Error(`cannot mount a tmpfs source:\n${fmt(r)}`);
+  chmodSync(dir, 0o755);
+  tmpfsSources.add(dir);
+  return dir;
+}
+
+export async function unmountTmpfsSource(dir: string): Promise<void> {
+  await run(["umount", "-l", dir], { timeoutMs: 10_000 });
+  tmpfsSources.delete(dir);
+  rmSync(dir, { recursive: true, force: true });
+}
+
+/** For a file's afterAll: every tmpfs source still mounted. */
+export async function unmountTmpfsSources(): Promise<void> {
+  for (const d of [...tmpfsSources]) await unmountTmpfsSource(d);
+}
+
+/** True when none of `pids` is in uninterruptible sleep (D state); gone processes are fine. */
+export function noneInDState(pids: number[]): boolean {
+  for (const pid of pids) {
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+      if (stat.slice(stat.lastIndexOf(")") + 2).startsWith("D")) return false;
+    } catch {}
+  }
+  return true;
 }

@@ -13,30 +13,15 @@ import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node
 import { join } from "node:path";
 import {
   BUN, CLI, PYTHON, TRANSPORTS,
-  cleanupAfterEach, fmt, fuseTest, isMounted, readStats, run, sha256, sha256sum, sh, shOk, sleep, spawnBg, startDaemon,
-  transportHooks, type Stats,
+  cleanupAfterEach, fmt, fuseTest, isMounted, mountTmpfsSource, noneInDState, readStats, run, sha256, sha256sum, sh, shOk, sleep,
+  spawnBg, startDaemon, transportHooks, unmountTmpfsSource, unmountTmpfsSources,
 } from "../helpers/index.ts";
 
 const MiB = 1 << 20;
-const tmpfsDirs = new Set<string>();
+const mountTmpfs = (options = "size=512m") => mountTmpfsSource(options, "fuse-uring-dp-src-");
+const unmountTmpfs = unmountTmpfsSource;
 
-async function mountTmpfs(options = "size=512m"): Promise<string> {
-  const dir = mkdtempSync("/tmp/fuse-uring-dp-src-");
-  const r = await run(["mount", "-t", "tmpfs", "-o", options, "fuse-uring-dp", dir], { timeoutMs: 10_000 });
-  if (r.code !== 0) throw new Error(`cannot mount a tmpfs source:\n${fmt(r)}`);
-  tmpfsDirs.add(dir);
-  return dir;
-}
-
-async function unmountTmpfs(dir: string): Promise<void> {
-  await run(["umount", "-l", dir], { timeoutMs: 10_000 });
-  tmpfsDirs.delete(dir);
-  rmSync(dir, { recursive: true, force: true });
-}
-
-afterAll(async () => {
-  for (const d of [...tmpfsDirs]) await unmountTmpfs(d);
-}, 30_000);
+afterAll(unmountTmpfsSources, 30_000);
 
 function ptCommand(src: string): (mnt: string, args: string[]) => string[] {
   return (mnt, args) => [BUN, CLI, "mount", "--passthrough", src, mnt, ...args];
@@ -44,17 +29,6 @@ function ptCommand(src: string): (mnt: string, args: string[]) => string[] {
 
 function statsPath(): string {
   return join(mkdtempSync("/tmp/fuse-uring-dp-stats-"), "stats.json");
-}
-
-/** No process in `pids` is in uninterruptible sleep (D state). */
-function noneInDState(pids: number[]): boolean {
-  for (const pid of pids) {
-    try {
-      const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-      if (stat.slice(stat.lastIndexOf(")") + 2).startsWith("D")) return false;
-    } catch {} // gone: fine
-  }
-  return true;
 }
 
 for (const transport of TRANSPORTS) {

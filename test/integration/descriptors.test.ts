@@ -20,10 +20,11 @@
 // work, and the daemon logs one line.
 
 import { afterAll, beforeAll, describe, expect } from "bun:test";
-import { chmodSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { readdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import {
-  BUN, CLI, PYTHON, REPO, TRANSPORTS, cleanupAfterEach, fmt, fuseTest, readStats, run, sharedDaemon, startDaemon, transportHooks,
+  BUN, CLI, PYTHON, REPO, TRANSPORTS, cleanupAfterEach, fmt, fuseTest, mountTmpfsSource, readStats, run, sharedDaemon, startDaemon,
+  transportHooks, unmountTmpfsSources,
 } from "../helpers/index.ts";
 
 const MANY_PY = `${REPO}/test/fixtures/many_files.py`;
@@ -31,23 +32,12 @@ const RACE_PY = `${REPO}/test/fixtures/unlink_race.py`;
 const BUDGET = 1000;
 const NFILES = 30_000;
 const SLACK = 32;
-const tmpfsDirs: string[] = [];
 const scratch: string[] = [];
 
-async function mountTmpfs(): Promise<string> {
-  const dir = mkdtempSync(join("/tmp", "fuse-uring-fds-src-"));
-  const r = await run(["mount", "-t", "tmpfs", "-o", "size=512m,nr_inodes=200k", "fuse-uring-fds", dir], { timeoutMs: 10_000 });
-  if (r.code !== 0) throw new Error(`cannot mount a tmpfs source:\n${fmt(r)}`);
-  chmodSync(dir, 0o755);
-  tmpfsDirs.push(dir);
-  return dir;
-}
+const mountTmpfs = () => mountTmpfsSource("size=512m,nr_inodes=200k", "fuse-uring-fds-src-");
 
 afterAll(async () => {
-  for (const d of tmpfsDirs) {
-    await run(["umount", "-l", d], { timeoutMs: 10_000 });
-    rmSync(d, { recursive: true, force: true });
-  }
+  await unmountTmpfsSources();
   for (const f of scratch) rmSync(f, { force: true });
 }, 30_000);
 

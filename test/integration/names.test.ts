@@ -4,28 +4,14 @@
 // process using bytes paths) does the syscalls and reports every mismatch.
 
 import { afterAll, beforeAll, describe, expect } from "bun:test";
-import { chmodSync, mkdtempSync, rmSync } from "node:fs";
-import { join } from "node:path";
-import { BUN, CLI, PYTHON, REPO, TRANSPORTS, cleanupAfterEach, fmt, fuseTest, run, sharedDaemon, transportHooks } from "../helpers/index.ts";
+import {
+  BUN, CLI, PYTHON, REPO, TRANSPORTS, cleanupAfterEach, fmt, fuseTest, mountTmpfsSource, run, sharedDaemon, transportHooks, unmountTmpfsSources,
+} from "../helpers/index.ts";
 
 const NAMES_PY = `${REPO}/test/fixtures/names.py`;
-const tmpfsDirs: string[] = [];
+const mountTmpfs = () => mountTmpfsSource("size=256m", "fuse-uring-names-src-");
 
-async function mountTmpfs(): Promise<string> {
-  const dir = mkdtempSync(join("/tmp", "fuse-uring-names-src-"));
-  const r = await run(["mount", "-t", "tmpfs", "-o", "size=256m", "fuse-uring-names", dir], { timeoutMs: 10_000 });
-  if (r.code !== 0) throw new Error(`cannot mount a tmpfs source:\n${fmt(r)}`);
-  chmodSync(dir, 0o755);
-  tmpfsDirs.push(dir);
-  return dir;
-}
-
-afterAll(async () => {
-  for (const d of tmpfsDirs) {
-    await run(["umount", "-l", d], { timeoutMs: 10_000 });
-    rmSync(d, { recursive: true, force: true });
-  }
-}, 30_000);
+afterAll(unmountTmpfsSources, 30_000);
 
 async function namesCheck(mnt: string, src?: string): Promise<void> {
   const r = await run([PYTHON, NAMES_PY, mnt, ...(src ? [src] : [])], { timeoutMs: 90_000 });

@@ -4,10 +4,9 @@
 // caller and no dead mount; filesystems that keep per-thread state are refused clearly.
 
 import { describe, expect } from "bun:test";
-import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import {
-  BUN, CLI, REPO, cleanupAfterEach, fmt, fuseTest, isMounted, makeMountpoint, readStats, run, sh, shOk, sleep, spawnBg, startDaemon,
+  BUN, CLI, REPO, cleanupAfterEach, noneInDState, fmt, fuseTest, isMounted, makeMountpoint, readStats, run, sh, shOk, sleep, spawnBg, startDaemon,
   transportHooks,
 } from "../helpers/index.ts";
 
@@ -16,16 +15,6 @@ const scriptCommand = (script: string) => (mnt: string, args: string[]) => [BUN,
 
 function statsPath(mnt: string): string {
   return join(mnt + ".stats.json");
-}
-
-function noneInDState(pids: number[]): boolean {
-  for (const pid of pids) {
-    try {
-      const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-      if (stat.slice(stat.lastIndexOf(")") + 2).startsWith("D")) return false;
-    } catch {}
-  }
-  return true;
 }
 
 describe("--workers 2 over uring", () => {
