@@ -1,6 +1,7 @@
 // bun:test glue: per-test watchdog, cleanup hooks, shared daemons, enable_uring handling.
 import { afterAll, afterEach, beforeAll, beforeEach, test } from "bun:test";
-import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { abortAllMounts, cleanupMountpoints, isMounted, registeredMountpoints } from "./mounts.ts";
 import { killAllDaemons, startDaemon, type Daemon, type StartOptions } from "./daemon.ts";
 import type { Transport } from "./env.ts";
@@ -146,4 +147,15 @@ export function withEnableUring(v: "Y" | "N"): void {
 /** The uring transport needs enable_uring=Y; classic works either way. */
 export function transportHooks(transport: Transport): void {
   if (transport === "uring") withEnableUring("Y");
+}
+
+/**
+ * For a test file: `const scratchDir = scratchDirs("fuse-uring-x-")` gives a fresh directory
+ * under one /tmp parent per call; the parent is removed after the file's tests.
+ */
+export function scratchDirs(prefix: string): () => string {
+  const parent = mkdtempSync(`/tmp/${prefix}`);
+  afterAll(() => rmSync(parent, { recursive: true, force: true }));
+  let n = 0;
+  return () => mkdtempSync(join(parent, `${++n}-`));
 }

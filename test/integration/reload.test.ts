@@ -2,8 +2,8 @@
 // rewritten on disk while separate processes use the mount; what they see must change at once
 // (TTLs are set to an hour, so only invalidation can make that happen), node ids and working
 // directories survive, broken edits keep the old version serving, and no request is lost.
-import { afterAll, describe, expect } from "bun:test";
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { describe, expect } from "bun:test";
+import { existsSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import {
   BUN,
@@ -23,14 +23,10 @@ import {
   startDaemon,
   transportHooks,
   type Daemon,
+  scratchDirs,
 } from "../helpers/index.ts";
 
-const scratch = mkdtempSync("/tmp/fuse-uring-reload-test-");
-afterAll(() => rmSync(scratch, { recursive: true, force: true }));
-let scratchN = 0;
-function scratchDir(): string {
-  return mkdtempSync(join(scratch, `${++scratchN}-`));
-}
+const scratchDir = scratchDirs("fuse-uring-reload-test-");
 
 /** argv for `fuse-uring mount --watch SCRIPT MNT …` with hour-long kernel cache lifetimes. */
 function watched(path: string): (mnt: string, args: string[]) => string[] {

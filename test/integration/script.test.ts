@@ -1,9 +1,9 @@
 // The scripting layers through real mounts: the examples mounted with the CLI
 // (`fuse-uring mount ./examples/X.ts MNT`), a path-handler fixture daemon (errors, interrupts,
 // invalidation), `await using` and broken scripts. Every client runs in its own process.
-import { afterAll, describe, expect } from "bun:test";
+import { describe, expect } from "bun:test";
 import { Database } from "bun:sqlite";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import {
   BUN,
@@ -26,14 +26,10 @@ import {
   startDaemon,
   transportHooks,
   type Daemon,
+  scratchDirs,
 } from "../helpers/index.ts";
 
-const scratch = mkdtempSync("/tmp/fuse-uring-script-test-");
-afterAll(() => rmSync(scratch, { recursive: true, force: true }));
-let scratchN = 0;
-function scratchDir(): string {
-  return mkdtempSync(join(scratch, `${++scratchN}-`));
-}
+const scratchDir = scratchDirs("fuse-uring-script-test-");
 
 /** argv for `fuse-uring mount SCRIPT MNT …` */
 function script(path: string): (mnt: string, args: string[]) => string[] {
