@@ -115,6 +115,8 @@ export interface SessionStats {
   inflightMax: number;
   pinnedBytes: number;
   fixedIo: number;
+  /** Native transfers done synchronously (pread/pwrite) by a ring's owner (nativeSyncLimit). */
+  nativeSync: number;
   /** io_uring_enter calls of the ring engine(s). */
   enters: number;
   /** Wake-ups of a JS thread from another thread per request (doorbells ÷ requests). */
@@ -532,7 +534,7 @@ export class Session implements Sink, ReplyObserver {
       // + not |: bits 30/31 would make the number negative
       setupFlags: o.ringSetupFlags + (o.fixedBuffers ? 0 : FU_RING_NO_FIXED_BUFFERS) + (o.ringFault === "bad-commit" ? FU_RING_FAULT_BAD_COMMIT : 0),
       waitMicros: o.ringWaitMicros,
-      nativeSyncMax: Number(process.env.FUSE_URING_NATIVE_SYNC_MAX ?? 65536),
+      nativeSyncMax: process.env.FUSE_URING_NATIVE_SYNC_MAX ? Number(process.env.FUSE_URING_NATIVE_SYNC_MAX) : null,
     };
   }
 
@@ -541,7 +543,7 @@ export class Session implements Sink, ReplyObserver {
     const ring = new UringSource(this, {
       fd: this.fd, qids: plan.qids, totalQueues: plan.totalQueues, depth: plan.depth, payloadSize: plan.payloadSize,
       setupFlags: plan.setupFlags, doorbell: this.doorbell.ptr!, dataPlane: this.dataPlane?.handle ?? null,
-      waitMicros: plan.waitMicros, nativeSyncMax: plan.nativeSyncMax,
+      waitMicros: plan.waitMicros, nativeSyncMax: plan.nativeSyncMax ?? nativeSyncLimit(plan.qids.length, plan.payloadSize),
     });
     this.uring = ring;
     // The ring submits the I/O with its next enter (scheduled by io()).
@@ -808,6 +810,7 @@ export class Session implements Sink, ReplyObserver {
       inflightMax: this.counters.inflightMax,
       pinnedBytes: this.uring?.pinnedBytes ?? 0,
       fixedIo: u?.fixedIo ?? 0,
+      nativeSync: u?.nativeSync ?? 0,
       enters: u?.enters ?? 0,
       handoffsPerRequest: (() => {
         const reqs = this.counters.ringRequests + this.counters.devRequests + (u?.nativeRequests ?? 0) + (c.nativeRequests ?? 0);
@@ -974,7 +977,7 @@ class EarlyInterrupts {
 /** The main thread's stats plus its workers' (counters summed, per-thread rows kept). */
 function mergeStats(own: SessionStats, workers: (SessionStats | null)[]): SessionStats {
   const out: SessionStats = { ...own, ops: { ...own.ops }, threads: [...own.threads] };
-  const sum = ["ringRequests", "devRequests", "wakeups", "cqes", "submits", "inflight", "pinnedBytes", "fixedIo", "enters", "nativeRequests",
+  const sum = ["ringRequests", "devRequests", "wakeups", "cqes", "submits", "inflight", "pinnedBytes", "fixedIo", "nativeSync", "enters", "nativeRequests",
     "nativeReadBytes", "nativeWriteBytes", "nativeErrors", "ringRecovered", "errors", "replies", "forgets", "interrupts"] as const;
   workers.forEach((w, i) => {
     if (!w) return;
@@ -993,4 +996,16 @@ function mergeStats(own: SessionStats, workers: (SessionStats | null)[]): Sessio
 
 function roundUp(n: number, to: number): number {
   return Math.ceil(n / to) * to;
+}
+
+/**
+ * Largest native transfer done synchronously (pread/pwrite) on the ring's owner thread. A ring
+ * that serves one queue is libfuse's thread per queue: no other queue waits behind its
+ * transfers, and a synchronous pread costs no io-wq hand-off, so every size runs that way. A
+ * ring serving several queues keeps transfers over 64 KiB asynchronous (READ_FIXED/WRITE_FIXED,
+ * several in flight) so one queue's 1 MiB transfer does not hold up the others' requests.
+ * docs/DATAPLANE.md; FUSE_URING_NATIVE_SYNC_MAX overrides.
+ */
+export function nativeSyncLimit(queues: number, payloadSize: number): number {
+  return queues === 1 ? payloadSize : 64 * 1024;
 }

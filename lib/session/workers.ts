@@ -29,7 +29,8 @@ export interface RingPlan {
   payloadSize: number;
   setupFlags: number;
   waitMicros: number;
-  nativeSyncMax: number;
+  /** Native transfers up to this size run synchronously; null: by queue count (nativeSyncLimit). */
+  nativeSyncMax: number | null;
 }
 
 /** INIT facts a worker's filesystem gets in fs.init (functions are recreated in the worker). */

@@ -1,7 +1,7 @@
 // Spawning client processes with a hard timeout. A client blocked on a FUSE request that is never
 // answered sits in D state and ignores SIGKILL, so on timeout we kill it and, if it still does not
 // go away, abort the FUSE connections of our mounts (the watchdog) so it errors out.
-import { abortAllMounts } from "./mounts.ts";
+import { abortAllMounts, stuckProcesses } from "./mounts.ts";
 import { PYTHON, FSOPS, REPO } from "./env.ts";
 
 export interface RunResult {
@@ -70,6 +70,9 @@ export function spawnBg(cmd: string[], opts: RunOptions = {}): Background {
   let timedOut = false;
   let exited = false;
   let escalate: ReturnType<typeof setTimeout> | undefined;
+  let giveUp: ReturnType<typeof setTimeout> | undefined;
+  let abandon: (r: RunResult) => void = () => {};
+  const abandoned = new Promise<RunResult>((res) => (abandon = res));
   const timer = setTimeout(() => {
     timedOut = true;
     killGroup("SIGKILL");
@@ -77,15 +80,22 @@ export function spawnBg(cmd: string[], opts: RunOptions = {}): Background {
     escalate = setTimeout(() => {
       if (!exited) abortAllMounts(`client timed out and ignores SIGKILL: ${describeCmd(cmd)}`);
     }, 2000);
+    // Still there 10 s later: it is stuck for good (D state outside any connection we can
+    // abort). Stop waiting for it, so the test fails instead of the suite hanging on it.
+    giveUp = setTimeout(() => {
+      if (!exited) abandon({ code: null, signal: "SIGKILL", stdout: "", stderr: `child ${proc.pid} did not exit after SIGKILL and a connection abort (D state?)`, timedOut, cmd: describeCmd(cmd) });
+    }, 12_000);
   }, timeoutMs);
-  const done = (async () => {
+  const finished = (async () => {
     const [stdout, stderr] = await Promise.all([drain(proc.stdout), drain(proc.stderr)]);
     const code = await proc.exited;
     exited = true;
     clearTimeout(timer);
     if (escalate) clearTimeout(escalate);
+    if (giveUp) clearTimeout(giveUp);
     return { code: proc.signalCode ? null : code, signal: proc.signalCode ? String(proc.signalCode) : null, stdout, stderr, timedOut, cmd: describeCmd(cmd) };
   })();
+  const done = Promise.race([finished, abandoned]);
   return {
     proc,
     done,
@@ -171,8 +181,18 @@ export async function sha256sum(path: string, opts: RunOptions = {}): Promise<st
   return r.stdout.split(/\s+/)[0]!;
 }
 
-/** Drop the page/dentry/inode caches so the next access really asks the daemon (root only). */
+/** Set once a cache drop hung: every later one would hang behind the same superblock. */
+let dropCachesWedged: string | null = null;
+
+/**
+ * Drop the page/dentry/inode caches so the next access really asks the daemon (root only).
+ * drop_caches walks every superblock on the machine, so one FUSE connection stuck in teardown
+ * (anyone's) blocks it for good; after the first such hang later calls fail at once, so the
+ * suite reports failures instead of spending a test timeout on each.
+ */
 export async function dropCaches(): Promise<void> {
-  const r = await sh("echo 3 > /proc/sys/vm/drop_caches", [], { timeoutMs: 60_000 });
+  if (dropCachesWedged) throw new Error(`drop_caches is wedged on this machine since an earlier call: ${dropCachesWedged}`);
+  const r = await sh("echo 3 > /proc/sys/vm/drop_caches", [], { timeoutMs: 30_000 });
+  if (r.timedOut) dropCachesWedged = `timed out (${stuckProcesses() || "no process in D state found"})`;
   if (r.code !== 0) throw new Error(`drop_caches failed:\n${fmt(r)}`);
 }
