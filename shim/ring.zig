@@ -72,6 +72,8 @@ pub const Stats = extern struct {
     native_inflight_max: u64 = 0,
     /// Native reads/writes done synchronously on the owner thread (size <= native_sync_max).
     native_sync: u64 = 0,
+    /// Wait timers queued (one bounds many blocking waits; see `enter`).
+    wait_timers: u64 = 0,
 };
 
 const EntryState = enum(u8) { idle, registering, waiting, js, native, dead };
@@ -81,6 +83,8 @@ const ud_js_io: u64 = 1 << 32;
 const ud_native: u64 = 2 << 32;
 const ud_tag_mask: u64 = 0xffff_ffff << 32;
 const ud_cancel: u64 = std.math.maxInt(u64) - 1;
+/// The wait timer (at most one in the kernel at a time).
+const ud_timer: u64 = std.math.maxInt(u64) - 2;
 
 /// Not an io_uring flag: set in fu_ring_create's setup_flags to skip fixed-buffer registration.
 pub const no_fixed_buffers_flag: u32 = 1 << 31;
@@ -130,6 +134,12 @@ pub const Ring = struct {
     out_len: u32 = 0,
     out_max: u32 = 0,
     payloads_unsafe: bool = false,
+    /// The wait timer: a pure IORING_OP_TIMEOUT that bounds blocking waits. It stays queued
+    /// across enters until it expires (`timer_live`), so a busy owner does not arm and cancel a
+    /// kernel timer on every wait; `timer_fired` says the current enter saw it expire.
+    wait_ts: uring.Timespec = .{ .sec = 0, .nsec = 0 },
+    timer_live: bool = false,
+    timer_fired: bool = false,
     /// Native reads/writes up to this size are done with pread/pwrite on the owner thread;
     /// larger ones with io_uring fixed-buffer I/O (several in flight). fu_ring_set_native_sync.
     native_sync_max: u32 = 64 * 1024,
@@ -322,29 +332,26 @@ pub const Ring = struct {
 
     /// Submits what is queued, runs the kernel's task work and reaps completions, serving
     /// native requests in place. Returns how many records it wrote to `out` (requests and I/O
-    /// completions for JS, STOPPED last). With `wait_us` > 0 it blocks up to that long until
-    /// there is something for JS; 0 never blocks.
+    /// completions for JS, STOPPED last). With `wait_us` > 0 it blocks until there is something
+    /// for JS or the wait timer expires (armed for `wait_us` when none is queued, so one enter
+    /// waits at most that long); 0 never blocks.
     pub fn enter(self: *Ring, out: [*]Completion, max: u32, wait_us: u32) u32 {
         assert(max >= 2 * self.n + 1);
         self.out = out;
         self.out_len = 0;
         self.out_max = max;
         if (self.stopped) return 0;
-        const began = if (wait_us > 0) std.time.Instant.now() catch null else null;
+        self.timer_fired = false;
         while (true) {
-            var budget: u32 = 0;
-            if (wait_us > 0) {
-                if (began) |b| {
-                    const now = std.time.Instant.now() catch b;
-                    const spent: u64 = now.since(b) / std.time.ns_per_us;
-                    if (spent < wait_us) budget = wait_us - @as(u32, @intCast(spent));
-                }
-            }
-            const rc = if (budget > 0) uring.fuw_submit_and_wait_us(self.ring, budget) else uring.fuw_submit_and_get_events(self.ring);
+            // Block only with a wait timer in the kernel: it is what ends a wait with nothing
+            // for JS (the timer is not re-armed per wait: that cost an hrtimer arm and cancel
+            // on every io_uring_enter, docs/ARCHITECTURE.md). If none can be queued, poll.
+            const block = wait_us > 0 and (self.timer_live or self.armTimer(wait_us));
+            const rc = if (block) uring.fuw_submit_and_wait(self.ring, 1) else uring.fuw_submit_and_get_events(self.ring);
             self.stats.enters += 1;
             if (rc < 0) switch (sys.errnoOfNeg(rc)) {
-                // TIME: the wait ran out; INTR: a signal; AGAIN/BUSY: CQ overflow backlog or
-                // a transient kernel shortage — reaping below resolves both.
+                // INTR: a signal; AGAIN/BUSY: CQ overflow backlog or a transient kernel
+                // shortage — reaping below resolves both.
                 .TIME, .INTR, .AGAIN, .BUSY => {},
                 else => {
                     self.stats.errors += 1;
@@ -353,7 +360,10 @@ pub const Ring = struct {
                 },
             };
             self.reap();
-            if (self.stopped or self.out_len > 0 or budget == 0) break;
+            // A blocking wait ends with records for JS, the timer's expiry (JS then goes idle or
+            // runs its event loop: timers, signals, the classic reader's doorbell), or the end.
+            if (self.stopped or self.out_len > 0 or !block or self.timer_fired) break;
+            assert(self.timer_live);
         }
         // Native replies queued by the last reap go out now, not after JS's batch.
         if (uring.fuw_sq_ready(self.ring) > 0 and !self.stopped) {
@@ -382,6 +392,17 @@ pub const Ring = struct {
         assert(self.out_len < self.out_max);
         self.out[self.out_len] = c;
         self.out_len += 1;
+    }
+
+    /// Queues the wait timer (submitted by the caller's next enter). False if no SQE is free.
+    fn armTimer(self: *Ring, wait_us: u32) bool {
+        assert(!self.timer_live);
+        const sqe = self.getSqe() orelse return false;
+        self.wait_ts = .{ .sec = @intCast(wait_us / 1_000_000), .nsec = @as(i64, wait_us % 1_000_000) * 1000 };
+        uring.fuw_prep_timeout(sqe, &self.wait_ts, ud_timer);
+        self.timer_live = true;
+        self.stats.wait_timers += 1;
+        return true;
     }
 
     pub fn setNativeSyncMax(self: *Ring, bytes: u32) void {
@@ -426,6 +447,13 @@ pub const Ring = struct {
 
     fn handleCqe(self: *Ring, user_data: u64, res: i32) void {
         if (user_data == ud_cancel) return;
+        if (user_data == ud_timer) {
+            // -ETIME: expired; -ECANCELED: cancelled at teardown. Either way it is gone.
+            assert(self.timer_live);
+            self.timer_live = false;
+            if (res == sys.neg(.TIME)) self.timer_fired = true;
+            return;
+        }
         const idx: u32 = @truncate(user_data);
         assert(idx < self.n);
         switch (user_data & ud_tag_mask) {

@@ -44,8 +44,9 @@ pub extern fn fuw_prep_read(sqe: *Sqe, fd: c_int, buf: *anyopaque, len: c_uint, 
 pub extern fn fuw_prep_rw(sqe: *Sqe, write: c_int, fixed: c_int, fd: c_int, buf: *anyopaque, len: c_uint, off: u64, buf_index: c_uint, user_data: u64) void;
 pub extern fn fuw_prep_cancel_all(sqe: *Sqe, user_data: u64) void;
 pub extern fn fuw_submit_and_wait_ms(ring: *Ring, ms: c_uint) c_int;
-pub extern fn fuw_submit_and_wait_us(ring: *Ring, us: c_uint) c_int;
 pub extern fn fuw_register_eventfd(ring: *Ring, fd: c_int) c_int;
 pub extern fn fuw_eventfd_enable(ring: *Ring, enabled: c_int) c_int;
 pub extern fn fuw_prep_fsync(sqe: *Sqe, fd: c_int, datasync: c_int, user_data: u64) void;
+pub const Timespec = extern struct { sec: i64, nsec: i64 };
+pub extern fn fuw_prep_timeout(sqe: *Sqe, ts: *const Timespec, user_data: u64) void;
 pub extern fn fuw_sq_ready(ring: *Ring) c_uint;

@@ -119,16 +119,6 @@ int fuw_submit_and_wait_ms(struct io_uring *ring, unsigned ms)
 	return io_uring_submit_and_wait_timeout(ring, &cqe, 1, &ts, NULL);
 }
 
-/* Submits and waits up to `us` microseconds for one completion (-ETIME on timeout). With
- * DEFER_TASKRUN this is where the owner thread runs the task work that copies FUSE requests
- * into entry buffers, so it is the engine's only blocking point. */
-int fuw_submit_and_wait_us(struct io_uring *ring, unsigned us)
-{
-	struct __kernel_timespec ts = { .tv_sec = us / 1000000, .tv_nsec = (long long)(us % 1000000) * 1000 };
-	struct io_uring_cqe *cqe = NULL;
-	return io_uring_submit_and_wait_timeout(ring, &cqe, 1, &ts, NULL);
-}
-
 /* The idle wake-up: the kernel signals this eventfd when a completion or deferred task work
  * arrives, unless IORING_CQ_EVENTFD_DISABLED is set (toggled below). */
 int fuw_register_eventfd(struct io_uring *ring, int fd) { return io_uring_register_eventfd(ring, fd); }
@@ -145,3 +135,11 @@ void fuw_prep_fsync(struct io_uring_sqe *sqe, int fd, int datasync, uint64_t use
 }
 
 unsigned fuw_sq_ready(struct io_uring *ring) { return io_uring_sq_ready(ring); }
+
+/* A pure timer (count 0): completes with -ETIME when `ts` has passed. The kernel copies `ts`
+ * when the SQE is submitted. */
+void fuw_prep_timeout(struct io_uring_sqe *sqe, struct __kernel_timespec *ts, uint64_t user_data)
+{
+	io_uring_prep_timeout(sqe, ts, 0, 0);
+	sqe->user_data = user_data;
+}

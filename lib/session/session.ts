@@ -117,6 +117,8 @@ export interface SessionStats {
   fixedIo: number;
   /** Native transfers done synchronously (pread/pwrite) by a ring's owner (nativeSyncLimit). */
   nativeSync: number;
+  /** Wait timers the ring engine(s) queued: far fewer than `enters` under load. */
+  waitTimers: number;
   /** io_uring_enter calls of the ring engine(s). */
   enters: number;
   /** Wake-ups of a JS thread from another thread per request (doorbells ÷ requests). */
@@ -811,6 +813,7 @@ export class Session implements Sink, ReplyObserver {
       pinnedBytes: this.uring?.pinnedBytes ?? 0,
       fixedIo: u?.fixedIo ?? 0,
       nativeSync: u?.nativeSync ?? 0,
+      waitTimers: u?.waitTimers ?? 0,
       enters: u?.enters ?? 0,
       handoffsPerRequest: (() => {
         const reqs = this.counters.ringRequests + this.counters.devRequests + (u?.nativeRequests ?? 0) + (c.nativeRequests ?? 0);
@@ -977,7 +980,7 @@ class EarlyInterrupts {
 /** The main thread's stats plus its workers' (counters summed, per-thread rows kept). */
 function mergeStats(own: SessionStats, workers: (SessionStats | null)[]): SessionStats {
   const out: SessionStats = { ...own, ops: { ...own.ops }, threads: [...own.threads] };
-  const sum = ["ringRequests", "devRequests", "wakeups", "cqes", "submits", "inflight", "pinnedBytes", "fixedIo", "nativeSync", "enters", "nativeRequests",
+  const sum = ["ringRequests", "devRequests", "wakeups", "cqes", "submits", "inflight", "pinnedBytes", "fixedIo", "nativeSync", "waitTimers", "enters", "nativeRequests",
     "nativeReadBytes", "nativeWriteBytes", "nativeErrors", "ringRecovered", "errors", "replies", "forgets", "interrupts"] as const;
   workers.forEach((w, i) => {
     if (!w) return;

@@ -34,6 +34,8 @@ export interface SourceStats {
   nativeInflightMax?: number;
   /** Native reads/writes done synchronously on the ring's owner thread. */
   nativeSync?: number;
+  /** Wait timers queued by the ring engine (one bounds many blocking waits). */
+  waitTimers?: number;
   /** Ring commands retried / entries registered again after an unexpected error. */
   recovered?: number;
   /** Most ring entries held at once (JS + native). */

@@ -235,6 +235,34 @@ describe("ring engine counters", () => {
     // owner blocks in io_uring_enter itself and only idle periods need the doorbell.
     expect(wakeups / reqs).toBeLessThan(0.1);
     expect(enters / reqs).toBeLessThan(3);
+    // One wait timer bounds many blocking waits (it is not armed per io_uring_enter).
+    const timers = Number(after.waitTimers) - Number(before.waitTimers);
+    expect(timers).toBeGreaterThan(0);
+    expect(timers / enters).toBeLessThan(0.2);
+    expect(await d.stop("SIGTERM")).toBe(0);
+  }, 60_000);
+
+  fuseTest("an idle daemon sleeps: no doorbell, no enters, almost no CPU while nothing arrives", async () => {
+    const stats = statsPath();
+    const d = await startDaemon(["--transport", "uring", "--stats-file", stats]);
+    await shOk(`echo hi > "$1/f"; for i in $(seq 200); do cat "$1/f" >/dev/null; done`, [d.mnt]);
+    await sleep(500);
+    const before = await readStats(stats);
+    const ticks = () => {
+      const stat = readFileSync(`/proc/${d.proc.pid}/stat`, "utf8");
+      const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+      return Number(f[11]) + Number(f[12]); // utime + stime
+    };
+    const t0 = ticks();
+    await sleep(3000);
+    const after = await readStats(stats);
+    const spent = ticks() - t0;
+    // The stats file is written once a second (timers run): that is all an idle daemon does.
+    expect(Number(after.wakeups) - Number(before.wakeups)).toBeLessThanOrEqual(2);
+    expect(Number(after.enters) - Number(before.enters)).toBeLessThanOrEqual(4);
+    expect(Number(after.waitTimers) - Number(before.waitTimers)).toBeLessThanOrEqual(2);
+    expect(spent).toBeLessThan(30); // clock ticks (1/100 s) in 3 s
+    expect(await shOk(`cat "$1/f"`, [d.mnt])).toBe("hi\n");
     expect(await d.stop("SIGTERM")).toBe(0);
   }, 60_000);
 });
