@@ -102,6 +102,8 @@ export class UringSource implements Source {
   private held = 0;
   private ioPending = 0;
   private readonly pumpBound = () => void this.pump();
+  /** Native requests answered as of the last enter that returned nothing for JS. */
+  private nativeServed = 0;
   /** Commit/io refusals (a bug: logged loudly by the session). */
   refusals = 0;
 
@@ -212,6 +214,15 @@ export class UringSource implements Source {
         // and their replies go out with the next enter.
         for (let i = 0; i < 8 && this.held - this.ioPending > 0; i++) await null;
         if (!this.handle) return;
+        if (count === 0 && this.nativeServed !== (this.nativeServed = this.nativeCount())) {
+          // The wait timer expired while the shim kept answering native requests: busy, not
+          // idle. Let the event loop run (timers, signals) and go on without the eventfd
+          // round trip (a doorbell per timer period would add a hand-off every millisecond).
+          await yieldToEventLoop();
+          if (!this.handle || this.stopped) return;
+          sliceStart = performance.now();
+          continue;
+        }
         if (count === 0) {
           // Idle: from now on the kernel signals the eventfd; one more look closes the race
           // with a request that arrived just before.
@@ -231,6 +242,11 @@ export class UringSource implements Source {
     } finally {
       this.pumping = false;
     }
+  }
+
+  /** Requests the shim answered natively so far (stats word native_requests). */
+  private nativeCount(): number {
+    return Number(this.statsView.getBigUint64(9 * 8, true));
   }
 
   /** Sink side: the STOPPED record arrived. */

@@ -27,6 +27,9 @@ function ptCommand(src: string): (mnt: string, args: string[]) => string[] {
   return (mnt, args) => [BUN, CLI, "mount", "--passthrough", src, mnt, ...args];
 }
 
+/** A per-run scratch file (runs of this file at once must not overwrite each other's payload). */
+const PAYLOAD = join(mkdtempSync("/tmp/fuse-uring-dp-payload-"), "payload");
+
 function statsPath(): string {
   return join(mkdtempSync("/tmp/fuse-uring-dp-stats-"), "stats.json");
 }
@@ -51,16 +54,16 @@ for (const transport of TRANSPORTS) {
           const direct = await shOk(`dd if="$1" iflag=direct bs=1M status=none | sha256sum`, [`${d.mnt}/in-${size}`]);
           expect(direct.split(" ")[0]).toBe(sha256(data));
           // mount → SRC (writes), buffered and O_DIRECT
-          writeFileSync(`/tmp/fuse-uring-dp-payload`, data);
-          await shOk(`cp "$1" "$2"`, ["/tmp/fuse-uring-dp-payload", `${d.mnt}/out-${size}`]);
+          writeFileSync(PAYLOAD, data);
+          await shOk(`cp "$1" "$2"`, [PAYLOAD, `${d.mnt}/out-${size}`]);
           expect(sha256(readFileSync(`${src}/out-${size}`))).toBe(sha256(data));
           if (size % 4096 === 0 && size > 0) {
-            await shOk(`dd if="$1" of="$2" oflag=direct bs=1M status=none`, ["/tmp/fuse-uring-dp-payload", `${d.mnt}/outd-${size}`]);
+            await shOk(`dd if="$1" of="$2" oflag=direct bs=1M status=none`, [PAYLOAD, `${d.mnt}/outd-${size}`]);
             expect(sha256(readFileSync(`${src}/outd-${size}`))).toBe(sha256(data));
           }
           bytes += size;
         }
-        rmSync("/tmp/fuse-uring-dp-payload", { force: true });
+        rmSync(PAYLOAD, { force: true });
         const s = await readStats(stats, { until: (x) => Number(x.nativeWriteBytes) >= bytes });
         expect(s.dataPlane).toBe("native");
         expect(Number(s.nativeRequests)).toBeGreaterThan(100);
@@ -240,6 +243,31 @@ describe("ring engine counters", () => {
     expect(timers).toBeGreaterThan(0);
     expect(timers / enters).toBeLessThan(0.2);
     expect(await d.stop("SIGTERM")).toBe(0);
+  }, 60_000);
+
+  fuseTest("steady native load never goes idle: no doorbell per wait-timer period", async () => {
+    const src = await mountTmpfs();
+    const stats = statsPath();
+    try {
+      const d = await startDaemon(["--transport", "uring", "--stats-file", stats], { command: ptCommand(src) });
+      await shOk(`head -c 16M /dev/urandom > "$1/f"`, [d.mnt]);
+      const before = await readStats(stats, { until: (x) => Number(x.nativeRequests) > 0 });
+      const r = await run(["fio", "--name=q", `--filename=${d.mnt}/f`, "--rw=randread", "--bs=4k", "--direct=1", "--ioengine=sync",
+        "--numjobs=2", "--time_based", "--runtime=3", "--size=16M", "--group_reporting"], { timeoutMs: 60_000 });
+      expect(r.code, fmt(r)).toBe(0);
+      await sleep(1200);
+      const after = await readStats(stats);
+      const reqs = Number(after.nativeRequests) - Number(before.nativeRequests);
+      const wakeups = Number(after.wakeups) - Number(before.wakeups);
+      expect(reqs).toBeGreaterThan(3000);
+      // Every request is answered in the shim; the wait timer expires every millisecond. Going
+      // idle on each expiry cost one doorbell per timer period (≥ 1 per 100 requests here);
+      // only a real pause in the load may need one now.
+      expect(wakeups / reqs).toBeLessThan(0.004);
+      expect(await d.stop("SIGTERM")).toBe(0);
+    } finally {
+      await unmountTmpfs(src);
+    }
   }, 60_000);
 
   fuseTest("an idle daemon sleeps: no doorbell, no enters, almost no CPU while nothing arrives", async () => {
