@@ -12,6 +12,7 @@ import { decodeInitIn, encodeInitOut, getU64, INIT_OUT_SIZE } from "../protocol/
 import {
   FUSE_KERNEL_MINOR_VERSION, FUSE_KERNEL_VERSION, HDR_OP_IN, HDR_PAYLOAD_SZ, initBit, initFlagNames, Op, opHeaderSizes, opName,
 } from "../protocol/constants.ts";
+import { pinCurrentThread } from "../transport/affinity.ts";
 import { ClassicSource } from "../transport/classic.ts";
 import type { Sink, Slot, Source, TransportKind } from "../transport/types.ts";
 import {
@@ -176,6 +177,8 @@ export interface ThreadStats {
   wakeups: number;
   enters: number;
   cqes: number;
+  /** CPUs this thread is pinned to (workers: the CPUs of the queues it serves). */
+  cpus?: number[];
 }
 
 /** Capabilities requested from the kernel (granted = these ∩ offered). */
@@ -222,6 +225,8 @@ export class Session implements Sink, ReplyObserver {
   private classic: ClassicSource | null = null;
   private pool: WorkerPool | null = null;
   private uring: UringSource | null = null;
+  /** CPUs this worker's thread was pinned to at ring creation (null: not pinned). */
+  private pinnedCpus: number[] | null = null;
   private readonly reqs = new Map<Source, Request[]>();
   private readonly replier: Replier;
   private readonly dispatcher: Dispatcher;
@@ -542,6 +547,8 @@ export class Session implements Sink, ReplyObserver {
 
   /** Create this thread's ring engine (throws UringError); this thread becomes its submitter. */
   createRing(plan: RingPlan): void {
+    // A worker sleeps where its queues' callers run: local wake-ups (lib/transport/affinity.ts).
+    if (this.opts.role === "worker" && process.env.FUSE_URING_NO_PIN !== "1") this.pinnedCpus = pinCurrentThread(plan.qids);
     const ring = new UringSource(this, {
       fd: this.fd, qids: plan.qids, totalQueues: plan.totalQueues, depth: plan.depth, payloadSize: plan.payloadSize,
       setupFlags: plan.setupFlags, doorbell: this.doorbell.ptr!, dataPlane: this.dataPlane?.handle ?? null,
@@ -843,6 +850,7 @@ export class Session implements Sink, ReplyObserver {
         thread: this.opts.role === "worker" ? "worker" : "main",
         requests: this.counters.ringRequests + this.counters.devRequests + (u?.nativeRequests ?? 0) + (c.nativeRequests ?? 0),
         wakeups: this.counters.wakeups, enters: u?.enters ?? 0, cqes: u?.cqes ?? 0,
+        ...(this.pinnedCpus ? { cpus: this.pinnedCpus } : {}),
       }],
       latencyUs: this.latency.summarize(opName),
       slots: (this.classic?.slots.length ?? 0) + (this.uring?.slots.length ?? 0),

@@ -2,9 +2,10 @@
 // does every native transfer synchronously (pread/pwrite, like libfuse), even 1 MiB ones; a
 // ring that serves several queues keeps large transfers asynchronous (READ_FIXED/WRITE_FIXED).
 // FUSE_URING_NATIVE_SYNC_MAX overrides. Proven with the shim's counters (fixedIo, nativeSync).
+// Workers are pinned to their queues' CPUs (lib/transport/affinity.ts).
 
 import { describe, expect } from "bun:test";
-import { writeFileSync } from "node:fs";
+import { readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { BUN, CLI, REPO, cleanupAfterEach, fuseTest, makeMountpoint, readStats, scratchDirs, sha256sum, shOk, startDaemon, transportHooks, type Stats } from "../helpers/index.ts";
 import { possibleCpus } from "../../lib/transport/uring.ts";
@@ -13,7 +14,15 @@ const FIXTURE = join(REPO, "test", "fixtures", "backed-replicated-fs.ts");
 const scratch = scratchDirs("fuse-uring-tpq-");
 const MiB = 1 << 20;
 
-interface ThreadRow { thread: string; requests: number }
+interface ThreadRow { thread: string; requests: number; cpus?: number[] }
+
+/** Cpus_allowed_list of every thread of a process, as the kernel reports it. */
+function threadAffinity(pid: number): string[] {
+  return readdirSync(`/proc/${pid}/task`).map((tid) => {
+    const m = /Cpus_allowed_list:\s*(\S+)/.exec(readFileSync(`/proc/${pid}/task/${tid}/status`, "utf8"));
+    return m ? m[1]! : "?";
+  });
+}
 
 async function run1MiBTraffic(workers: number, env: Record<string, string> = {}): Promise<Stats> {
   const dir = scratch();
@@ -34,6 +43,7 @@ async function run1MiBTraffic(workers: number, env: Record<string, string> = {})
   }
   expect(await sha256sum(`${d.mnt}/file`)).toBe(expected);
   const s = await readStats(stats, { until: (x) => Number(x.nativeRequests) >= possibleCpus() * 10 });
+  s.threadAffinity = threadAffinity(d.proc.pid);
   expect(await d.stop("SIGTERM")).toBe(0);
   // Every READ/WRITE was answered natively: none reached JavaScript.
   expect((s.ops as Record<string, number>).READ ?? 0).toBe(0);
@@ -53,6 +63,17 @@ describe("thread per queue: native transfers on the ring's own thread", () => {
     const rows = (s.threads as ThreadRow[]).filter((t) => t.thread.startsWith("worker"));
     expect(rows.length).toBe(possibleCpus());
     for (const t of rows) expect(t.requests).toBeGreaterThan(0);
+    // Each worker sleeps on its queue's CPU, so the kernel's wake-ups are local (libfuse does
+    // the same): the stats say so, and so does the kernel for the threads themselves.
+    expect(rows.map((t) => t.cpus)).toEqual(rows.map((_, i) => [i]));
+    const affinity = s.threadAffinity as string[];
+    for (let cpu = 0; cpu < possibleCpus(); cpu++) expect(affinity).toContain(String(cpu));
+  }, 90_000);
+
+  fuseTest("FUSE_URING_NO_PIN=1 leaves the workers unpinned", async () => {
+    const s = await run1MiBTraffic(possibleCpus(), { FUSE_URING_NO_PIN: "1" });
+    expect((s.threads as ThreadRow[]).every((t) => t.cpus === undefined)).toBe(true);
+    expect((s.threadAffinity as string[]).filter((a) => /^\d+$/.test(a))).toEqual([]);
   }, 90_000);
 
   fuseTest("the override keeps large transfers asynchronous (control: the check above can fail)", async () => {
