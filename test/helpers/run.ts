@@ -1,6 +1,7 @@
 // Spawning client processes with a hard timeout. A client blocked on a FUSE request that is never
 // answered sits in D state and ignores SIGKILL, so on timeout we kill it and, if it still does not
 // go away, abort the FUSE connections of our mounts (the watchdog) so it errors out.
+import { clientCgroup, inClientCgroup } from "./cgroup.ts";
 import { abortAllMounts, stuckProcesses } from "./mounts.ts";
 import { PYTHON, FSOPS, REPO } from "./env.ts";
 
@@ -21,6 +22,8 @@ export interface RunOptions {
   timeoutMs?: number;
   /** Data written to the child's stdin (default: no stdin). */
   stdin?: string | Uint8Array;
+  /** Run it in the test clients' memory cgroup (default true; cgroup.ts). */
+  clientCgroup?: boolean;
 }
 
 export function describeCmd(cmd: string[]): string {
@@ -44,7 +47,7 @@ export interface Background {
 /** Start a child; `done` resolves with its result. Never rejects. */
 export function spawnBg(cmd: string[], opts: RunOptions = {}): Background {
   const timeoutMs = opts.timeoutMs ?? 30_000;
-  const proc = Bun.spawn(cmd, {
+  const proc = Bun.spawn(opts.clientCgroup === false ? cmd : inClientCgroup(cmd), {
     cwd: opts.cwd ?? REPO,
     env: { ...process.env, ...opts.env } as Record<string, string>,
     stdin: opts.stdin !== undefined ? "pipe" : "ignore",
@@ -185,12 +188,21 @@ export async function sha256sum(path: string, opts: RunOptions = {}): Promise<st
 let dropCachesWedged: string | null = null;
 
 /**
- * Drop the page/dentry/inode caches so the next access really asks the daemon (root only).
- * drop_caches walks every superblock on the machine, so one FUSE connection stuck in teardown
- * (anyone's) blocks it for good; after the first such hang later calls fail at once, so the
- * suite reports failures instead of spending a test timeout on each.
+ * Drop the caches test clients built up (page cache, dentries, inodes) so the next access really
+ * asks the daemon, and the kernel FORGETs what it evicts (root only). With the clients' memory
+ * cgroup (cgroup.ts) that is its memory.force_empty, which touches only their caches and skips
+ * a superblock whose lock is held. Without it, /proc/sys/vm/drop_caches: that walks every
+ * superblock, so one FUSE connection stuck in teardown blocks it for good; after the first such
+ * hang later calls fail at once, so the suite reports failures instead of spending a test
+ * timeout on each.
  */
 export async function dropCaches(): Promise<void> {
+  const cg = clientCgroup();
+  if (cg) {
+    const r = await sh('echo 0 > "$1"', [cg.forceEmpty], { timeoutMs: 30_000, clientCgroup: false });
+    if (r.code !== 0) throw new Error(`force_empty of the clients' cgroup failed:\n${fmt(r)}`);
+    return;
+  }
   if (dropCachesWedged) throw new Error(`drop_caches is wedged on this machine since an earlier call: ${dropCachesWedged}`);
   const r = await sh("echo 3 > /proc/sys/vm/drop_caches", [], { timeoutMs: 30_000 });
   if (r.timedOut) dropCachesWedged = `timed out (${stuckProcesses() || "no process in D state found"})`;
