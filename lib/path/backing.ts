@@ -7,6 +7,7 @@
 
 import { closeSync, fdatasync, fstatSync, fsync, ftruncate, openSync, readFileSync } from "node:fs";
 import type { Attr } from "../fs/types.ts";
+import { fsPath } from "../protocol/names.ts";
 import type { Backed, BackingSource } from "./types.ts";
 
 // Linux (x86-64 and arm64 share these).
@@ -99,6 +100,20 @@ function done(resolve: () => void, reject: (e: unknown) => void) {
   return (err: NodeJS.ErrnoException | null) => (err ? reject(err) : resolve());
 }
 
+export interface BackedSize {
+  size: number;
+  blocks: number;
+}
+
+/** Put a descriptor's size (from BackingFile.size) into attributes. */
+export function applySize(attr: Attr, s: BackedSize | null): Attr {
+  if (s) {
+    attr.size = s.size;
+    attr.blocks = s.blocks;
+  }
+  return attr;
+}
+
 /** The descriptor of one backed open file. */
 export class BackingFile {
   private closed = false;
@@ -116,17 +131,22 @@ export class BackingFile {
     const path = typeof src === "string" ? src : (src as unknown as { name: string }).name;
     // Synchronous like the passthrough's opens: a local open is microseconds, and an error
     // keeps its errno (ENOENT, EACCES, …) for the caller.
-    const fd = openSync(path, backingOpenFlags(flags, m), mode & 0o7777);
+    const fd = openSync(fsPath(path), backingOpenFlags(flags, m), mode & 0o7777); // names are bytes
     return new BackingFile(fd, true, describeSource(src), writable);
   }
 
-  /** Report the descriptor's size and blocks (native writes change them without JS knowing). */
-  applySize(attr: Attr): void {
+  /**
+   * The descriptor's size and blocks (native writes change them without JS knowing), or null.
+   * Taken when a GETATTR starts, before the handler's getattr is awaited: a RELEASE handled
+   * meanwhile may close the descriptor (and the number be reused) before that resolves.
+   */
+  size(): BackedSize | null {
     try {
       const st = fstatSync(this.fd);
-      attr.size = st.size;
-      attr.blocks = st.blocks;
-    } catch {} // closed behind our back: the handler's getattr stands
+      return { size: st.size, blocks: st.blocks };
+    } catch {
+      return null; // closed behind our back: the handler's getattr stands
+    }
   }
 
   truncate(size: number): Promise<void> {

@@ -10,7 +10,7 @@
 // - directory streams with stable offsets (the listing is taken once per opendir);
 // - path → node id resolution for cache invalidation (`invalidate`).
 
-import { Errno, FuseError } from "../fs/errors.ts";
+import { Errno, errnoOf, FuseError } from "../fs/errors.ts";
 import type {
   Attr, AttrReply, CreateReply, DirFiller, Entry, InitInfo, InodeFS, OpenReply, RequestContext, SetattrChanges, Statfs,
 } from "../fs/types.ts";
@@ -18,7 +18,7 @@ import { S_IFDIR, S_IFLNK, S_IFMT, S_IFREG } from "../fs/types.ts";
 import { nowTimespec } from "../fs/attr.ts";
 import { decodeName } from "../protocol/names.ts";
 import { checkName, contentBytes, contentLength, describe, hasSize, toAttr, toTimespec, typeOf, type StatDefaults } from "./stat.ts";
-import { BackingFile, checkDescriptor, notDirectory } from "./backing.ts";
+import { applySize, BackingFile, checkDescriptor, notDirectory, type BackedSize } from "./backing.ts";
 import { isBacked, isOpened, type Backed, type Content, type DirEntryLike, type PathFSOptions, type PathHandlers, type StatLike } from "./types.ts";
 
 export const PATHFS: unique symbol = Symbol.for("fuse-uring.pathfs");
@@ -358,6 +358,7 @@ export class PathFS implements InodeFS {
 
   /** getattr + size computed from readFile where needed; `node` gets its dynamic flag. */
   private async attrOf(path: string, ctx: RequestContext, ino: number, node?: Node): Promise<Attr> {
+    const sized = node ? this.backedSize(node) : null;
     const st = await this.stat(path, ctx);
     let size: number | undefined;
     let dynamic = false;
@@ -373,15 +374,13 @@ export class PathFS implements InodeFS {
       node.dynamic = dynamic;
       node.sizeAtOpen = atOpen;
     }
-    const attr = toAttr(st, path, ino, this.defaults, size);
-    if (node) this.backedSize(node, attr);
-    return attr;
+    return applySize(toAttr(st, path, ino, this.defaults, size), sized);
   }
 
   /** Native writes change a backed file's size without JS seeing them: ask the descriptor. */
-  private backedSize(node: Node, attr: Attr): void {
+  private backedSize(node: Node): BackedSize | null {
     const b = node.backed;
-    if (b && b.length > 0) b[b.length - 1]!.backing!.applySize(attr);
+    return b && b.length > 0 ? b[b.length - 1]!.backing!.size() : null;
   }
 
   private entry(node: Node, attr: Attr): Entry {
@@ -441,17 +440,16 @@ export class PathFS implements InodeFS {
     const node = this.node(ino);
     const handle = fh !== undefined ? this.handles.get(fh) : undefined;
     if (handle?.kind === "file" && handle.backing) {
+      const sized = handle.backing.size();
       const st = await this.stat(handle.path, ctx).catch((e) => {
-        if (e instanceof FuseError && e.errno === Errno.ENOENT) return {} as StatLike; // open but unlinked
+        if (errnoOf(e) === Errno.ENOENT) return {} as StatLike; // open but unlinked
         throw e;
       });
-      const attr = toAttr({ type: "file", ...st }, handle.path, ino, this.defaults);
-      handle.backing.applySize(attr);
-      return this.attrReply(attr);
+      return this.attrReply(applySize(toAttr({ type: "file", ...st }, handle.path, ino, this.defaults), sized));
     }
     if (handle?.kind === "file" && handle.snapshot && (handle.data || handle.blob || handle.dirty)) {
       const st = await this.stat(handle.path, ctx).catch((e) => {
-        if (e instanceof FuseError && e.errno === Errno.ENOENT) return {} as StatLike; // open but unlinked
+        if (errnoOf(e) === Errno.ENOENT) return {} as StatLike; // open but unlinked
         throw e;
       });
       const size = handle.data ? handle.length : handle.blob ? handle.blob.size : undefined;
@@ -612,7 +610,7 @@ export class PathFS implements InodeFS {
     const to = joinPath(np.path, newName);
     if (flags & RENAME_NOREPLACE) {
       const exists = await Promise.resolve(h.getattr(to, ctx)).catch((e) => {
-        if (e instanceof FuseError && e.errno === Errno.ENOENT) return null;
+        if (errnoOf(e) === Errno.ENOENT) return null;
         throw e;
       });
       if (exists) throw new FuseError("EEXIST");
@@ -971,8 +969,7 @@ export class PathFS implements InodeFS {
         const dynamic = this.snapshotReads && !hasSize(st) && typeOf(st, path) === S_IFREG;
         if (filler.plus && !dynamic) {
           const child = this.child(node, name);
-          const attr = toAttr(st, path, child.ino, this.defaults);
-          this.backedSize(child, attr);
+          const attr = applySize(toAttr(st, path, child.ino, this.defaults), this.backedSize(child));
           if (!filler.add(name, i + 3, { ino: child.ino, attr })) {
             this.maybeDrop(child);
             return;
