@@ -5,7 +5,7 @@
 // size stat reports, ftruncate, fsync, close. The data itself never passes through here: the
 // shim serves READ/WRITE/FSYNC from the descriptor (docs/DATAPLANE.md).
 
-import { closeSync, fdatasync, fstatSync, fsync, ftruncate, openSync, readFileSync } from "node:fs";
+import { closeSync, fchmodSync, fdatasync, fstatSync, fsync, ftruncate, openSync, readFileSync } from "node:fs";
 import type { Attr } from "../fs/types.ts";
 import { fsPath } from "../protocol/names.ts";
 import type { Backed, BackingSource } from "./types.ts";
@@ -16,6 +16,7 @@ export const O_RDONLY = 0;
 export const O_WRONLY = 1;
 export const O_RDWR = 2;
 export const O_CREAT = 0o100;
+export const O_EXCL = 0o200;
 export const O_TRUNC = 0o1000;
 export const O_APPEND = 0o2000;
 /** O_SYNC is __O_SYNC | O_DSYNC, so masking with it keeps O_DSYNC alone too. */
@@ -128,11 +129,28 @@ export class BackingFile {
     const src = b.source;
     const writable = (flags & O_ACCMODE) !== O_RDONLY;
     if (typeof src === "number") return new BackingFile(src, b.close === true, describeSource(src), writable);
-    const path = typeof src === "string" ? src : (src as unknown as { name: string }).name;
+    const path = fsPath(typeof src === "string" ? src : (src as unknown as { name: string }).name); // names are bytes
     // Synchronous like the passthrough's opens: a local open is microseconds, and an error
     // keeps its errno (ENOENT, EACCES, …) for the caller.
-    const fd = openSync(fsPath(path), backingOpenFlags(flags, m), mode & 0o7777); // names are bytes
-    return new BackingFile(fd, true, describeSource(src), writable);
+    const f = backingOpenFlags(flags, m);
+    if (!m.create) return new BackingFile(openSync(path, f), true, describeSource(src), writable);
+    // Created here: the mode (the caller's umask already applied) is set exactly, whatever the
+    // daemon's own umask strips. O_EXCL tells whether this open created the file.
+    let fd: number;
+    try {
+      fd = openSync(path, f | O_EXCL, mode & 0o7777);
+    } catch (e) {
+      if ((e as { code?: string }).code !== "EEXIST" || flags & O_EXCL) throw e;
+      return new BackingFile(openSync(path, f & ~O_CREAT), true, describeSource(src), writable);
+    }
+    const file = new BackingFile(fd, true, describeSource(src), writable);
+    try {
+      fchmodSync(fd, mode & 0o7777);
+    } catch (e) {
+      file.close();
+      throw e;
+    }
+    return file;
   }
 
   /**
