@@ -179,6 +179,7 @@ export interface PathHandlers<H = any> {
   readFile?(path: string, ctx: RequestContext): MaybePromise<Content | null | undefined>;
   writeFile?(path: string, data: Buffer, ctx: RequestContext): MaybePromise<void>;
   flush?(path: string, fh: H, ctx: RequestContext): MaybePromise<void>;
+  /** Not called for backed files (their FSYNC is fsync(2) of the descriptor, natively). */
   fsync?(path: string, datasync: boolean, fh: H, ctx: RequestContext): MaybePromise<void>;
   release?(path: string, fh: H, ctx: RequestContext): MaybePromise<void>;
 
@@ -198,7 +199,10 @@ export interface PathHandlers<H = any> {
   /** The target: a string (names are strings, see fsdecode) or the raw bytes. */
   readlink?(path: string, ctx: RequestContext): MaybePromise<string | Uint8Array>;
 
-  /** `fh` is set when truncating an open file (ftruncate, O_TRUNC). */
+  /**
+   * `fh` is set when truncating an open file (ftruncate, O_TRUNC). Without this handler, open
+   * backed files are truncated with ftruncate(2) of their descriptors.
+   */
   truncate?(path: string, size: number, fh: H | undefined, ctx: RequestContext): MaybePromise<void>;
   chmod?(path: string, mode: number, ctx: RequestContext): MaybePromise<void>;
   chown?(path: string, uid: number, gid: number, ctx: RequestContext): MaybePromise<void>;
