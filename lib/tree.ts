@@ -4,7 +4,7 @@
 //     "hello.txt": "hi\n",                                  // static text
 //     "now.txt": () => new Date().toISOString() + "\n",     // computed at every open
 //     "data.bin": new Uint8Array([1, 2, 3]),                // bytes
-//     "passwd": Bun.file("/etc/passwd"),                    // a file on disk, read lazily
+//     "passwd": Bun.file("/etc/passwd"),                    // a file on disk, served natively
 //     "config": file({ read: () => cfg, write: (d) => { cfg = d.toString(); } }),
 //     "flag": { read: () => flag, write: (d) => { flag = d.toString(); } }, // file() implied
 //     "docs": { "a.md": "# A\n" },                          // nested object = directory
@@ -28,7 +28,7 @@ import type { RequestContext } from "./fs/types.ts";
 import { nowTimespec } from "./fs/attr.ts";
 import { PathFS } from "./path/pathfs.ts";
 import { contentLength, describe, isContent } from "./path/stat.ts";
-import { opened, type Content, type DirEntryLike, type MaybePromise, type PathFSOptions, type StatLike, type TimeLike } from "./path/types.ts";
+import { backed, opened, type Content, type DirEntryLike, type MaybePromise, type PathFSOptions, type StatLike, type TimeLike } from "./path/types.ts";
 
 const TREE: unique symbol = Symbol.for("fuse-uring.tree");
 
@@ -293,6 +293,10 @@ class Tree {
           const spec = brand(k.v) === "file" ? (k.v as FileSpec) : undefined;
           const src = spec ? (spec.read ?? spec.source) : k.v;
           const directIo = spec?.directIo ?? (Tree.isComputed(k.v) || !!Tree.writer(k.v));
+          // A file on disk, opened for reading: the shim serves it from the file itself (no
+          // JavaScript per READ). Writers of writable entries keep the snapshot (write() gets
+          // the whole new content at close).
+          if ((flags & 3) === 0 && isBunFile(src)) return backed(src, directIo ? { directIo: true } : {});
           if (directIo) return opened(undefined, { directIo: true });
           // Files on disk may change: let the kernel drop its cache at each open (the default).
           return opened(undefined, isBunFile(src) ? {} : { keepCache: true });

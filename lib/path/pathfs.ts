@@ -5,10 +5,12 @@
 //   is open, updated on rename/unlink so ids stay attached to the right file;
 // - file handles: whatever `open` returns is handed back to read/write/release;
 // - whole-file snapshots for `readFile`/`writeFile` handlers;
+// - backed open files (`backed()`): the descriptor the shim serves READ/WRITE/FSYNC from, its
+//   size in stat while open, truncation and fsync on it, closing it (backing.ts);
 // - directory streams with stable offsets (the listing is taken once per opendir);
 // - path → node id resolution for cache invalidation (`invalidate`).
 
-import { Errno, FuseError } from "../fs/errors.ts";
+import { Errno, errnoOf, FuseError } from "../fs/errors.ts";
 import type {
   Attr, AttrReply, CreateReply, DirFiller, Entry, InitInfo, InodeFS, OpenReply, RequestContext, SetattrChanges, Statfs,
 } from "../fs/types.ts";
@@ -16,7 +18,8 @@ import { S_IFDIR, S_IFLNK, S_IFMT, S_IFREG } from "../fs/types.ts";
 import { nowTimespec } from "../fs/attr.ts";
 import { decodeName } from "../protocol/names.ts";
 import { checkName, contentBytes, contentLength, describe, hasSize, toAttr, toTimespec, typeOf, type StatDefaults } from "./stat.ts";
-import { isOpened, type Content, type DirEntryLike, type PathFSOptions, type PathHandlers, type StatLike } from "./types.ts";
+import { applySize, BackingFile, checkDescriptor, notDirectory, type BackedSize } from "./backing.ts";
+import { isBacked, isOpened, type Backed, type Content, type DirEntryLike, type PathFSOptions, type PathHandlers, type StatLike } from "./types.ts";
 
 export const PATHFS: unique symbol = Symbol.for("fuse-uring.pathfs");
 
@@ -41,6 +44,8 @@ class Node {
   openedSize = 0;
   /** Set once unlinked or replaced: the path it had. */
   stalePath: string | null = null;
+  /** Backed open files of this node (newest last): stat reports the descriptor's size. */
+  backed: FileHandle[] | null = null;
   constructor(readonly ino: number, public name: string, public parent: Node | null) {}
 
   get path(): string {
@@ -74,6 +79,8 @@ interface FileHandle {
   /** write() was called since open (a flush of a merely truncated file is deferred). */
   written: boolean;
   snapshot: boolean;
+  /** backed(): the descriptor READ/WRITE/FSYNC are served from. */
+  backing: BackingFile | null;
 }
 
 interface DirHandle {
@@ -127,6 +134,8 @@ export class PathFS implements InodeFS {
   private readonly snapshotReads: boolean;
   private readonly snapshotWrites: boolean;
   private notifier: Notifier | null = null;
+  /** FUSE_WRITEBACK_CACHE granted (set at init): paths are then opened as the kernel's cache needs. */
+  private writebackCache = false;
 
   constructor(readonly handlers: PathHandlers, readonly options: PathFSOptions = {}) {
     if (typeof handlers !== "object" || handlers === null || typeof handlers.getattr !== "function") {
@@ -349,6 +358,7 @@ export class PathFS implements InodeFS {
 
   /** getattr + size computed from readFile where needed; `node` gets its dynamic flag. */
   private async attrOf(path: string, ctx: RequestContext, ino: number, node?: Node): Promise<Attr> {
+    const sized = node ? this.backedSize(node) : null;
     const st = await this.stat(path, ctx);
     let size: number | undefined;
     let dynamic = false;
@@ -364,7 +374,13 @@ export class PathFS implements InodeFS {
       node.dynamic = dynamic;
       node.sizeAtOpen = atOpen;
     }
-    return toAttr(st, path, ino, this.defaults, size);
+    return applySize(toAttr(st, path, ino, this.defaults, size), sized);
+  }
+
+  /** Native writes change a backed file's size without JS seeing them: ask the descriptor. */
+  private backedSize(node: Node): BackedSize | null {
+    const b = node.backed;
+    return b && b.length > 0 ? b[b.length - 1]!.backing!.size() : null;
   }
 
   private entry(node: Node, attr: Attr): Entry {
@@ -398,6 +414,7 @@ export class PathFS implements InodeFS {
   // ---- InodeFS ----------------------------------------------------------------------------------------
 
   init(info: InitInfo): void | Promise<void> {
+    this.writebackCache = info.grantedNames.includes("WRITEBACK_CACHE");
     return this.handlers.init?.(info);
   }
 
@@ -422,9 +439,17 @@ export class PathFS implements InodeFS {
   async getattr(ctx: RequestContext, ino: number, fh: number | undefined): Promise<AttrReply> {
     const node = this.node(ino);
     const handle = fh !== undefined ? this.handles.get(fh) : undefined;
+    if (handle?.kind === "file" && handle.backing) {
+      const sized = handle.backing.size();
+      const st = await this.stat(handle.path, ctx).catch((e) => {
+        if (errnoOf(e) === Errno.ENOENT) return {} as StatLike; // open but unlinked
+        throw e;
+      });
+      return this.attrReply(applySize(toAttr({ type: "file", ...st }, handle.path, ino, this.defaults), sized));
+    }
     if (handle?.kind === "file" && handle.snapshot && (handle.data || handle.blob || handle.dirty)) {
       const st = await this.stat(handle.path, ctx).catch((e) => {
-        if (e instanceof FuseError && e.errno === Errno.ENOENT) return {} as StatLike; // open but unlinked
+        if (errnoOf(e) === Errno.ENOENT) return {} as StatLike; // open but unlinked
         throw e;
       });
       const size = handle.data ? handle.length : handle.blob ? handle.blob.size : undefined;
@@ -461,6 +486,22 @@ export class PathFS implements InodeFS {
   /** Returns the fh whose copy now defines the size, if the truncation went to open copies. */
   private async truncate(ctx: RequestContext, path: string, size: number, handle: FileHandle | undefined, node?: Node): Promise<number | undefined> {
     const h = this.handlers;
+    if (handle?.backing && !h.truncate) {
+      await handle.backing.truncate(size);
+      return handle.fh;
+    }
+    // open(O_TRUNC) (a SETATTR without fh, after the OPEN) or truncate(2) while backed writers
+    // are open: their descriptors are the file.
+    const writers = !handle && !h.truncate ? node?.backed?.filter((x) => x.backing!.writable) : undefined;
+    if (writers && writers.length > 0) {
+      const done = new Set<number>();
+      for (const w of writers) {
+        if (done.has(w.backing!.fd)) continue;
+        done.add(w.backing!.fd);
+        await w.backing!.truncate(size);
+      }
+      return writers[writers.length - 1]!.fh;
+    }
     if (handle && handle.snapshot && !h.truncate) {
       if (size > 0) await this.load(handle, ctx);
       this.resize(handle, size);
@@ -524,7 +565,12 @@ export class PathFS implements InodeFS {
     if (h.mknod) await h.mknod(path, mode & ~umask, rdev, ctx);
     else if ((mode & S_IFMT) === S_IFREG && h.create) {
       const v = await h.create(path, mode & ~umask & 0o7777, O_WRONLY, ctx);
-      await h.release?.(path, isOpened(v) ? v.handle : v, ctx);
+      const file = isBacked(v) ? await this.openBacking(ctx, path, v, O_WRONLY, mode & ~umask, true) : null; // creates it
+      try {
+        await h.release?.(path, isOpened(v) || isBacked(v) ? v.handle : v, ctx);
+      } finally {
+        file?.close();
+      }
     } else if ((mode & S_IFMT) === S_IFREG && h.writeFile && !h.create) {
       await h.writeFile(path, Buffer.alloc(0), ctx); // writeFile implies creation (see create)
     } else throw new FuseError("EACCES", "no mknod/create handler (add create, or writeFile to create files by writing them)");
@@ -564,7 +610,7 @@ export class PathFS implements InodeFS {
     const to = joinPath(np.path, newName);
     if (flags & RENAME_NOREPLACE) {
       const exists = await Promise.resolve(h.getattr(to, ctx)).catch((e) => {
-        if (e instanceof FuseError && e.errno === Errno.ENOENT) return null;
+        if (errnoOf(e) === Errno.ENOENT) return null;
         throw e;
       });
       if (exists) throw new FuseError("EEXIST");
@@ -594,7 +640,7 @@ export class PathFS implements InodeFS {
   // ---- files ----------------------------------------------------------------------------------------
 
   private newHandle(node: Node, path: string, value: unknown, flags: number): FileHandle {
-    return { kind: "file", fh: 0, node, path, value, flags, data: null, length: 0, blob: null, dirty: false, written: false, snapshot: false };
+    return { kind: "file", fh: 0, node, path, value, flags, data: null, length: 0, blob: null, dirty: false, written: false, snapshot: false, backing: null };
   }
 
   private register(h: Handle): number {
@@ -613,10 +659,17 @@ export class PathFS implements InodeFS {
     const node = this.node(ino);
     const path = node.path;
     const h = this.handlers;
-    if (this.writable(flags) && !h.write && !h.writeFile) throw new FuseError("EACCES", "read-only file (no write/writeFile handler)");
+    const writes = !!(h.write || h.writeFile);
+    // With an open handler the answer may be a backed file, which needs no write handler.
+    if (this.writable(flags) && !writes && !h.open) throw new FuseError("EACCES", "read-only file (no write/writeFile handler)");
     node.opens++; // keep the node while handlers run
     try {
       const v = h.open ? await h.open(path, flags, ctx) : undefined;
+      if (isBacked(v)) return this.backedReply(node, path, v, await this.openBacking(ctx, path, v, flags, 0, false), flags);
+      if (this.writable(flags) && !writes) {
+        await h.release?.(path, isOpened(v) ? v.handle : v, ctx);
+        throw new FuseError("EACCES", "read-only file (no write/writeFile handler; open can return backed())");
+      }
       const handle = this.newHandle(node, path, isOpened(v) ? v.handle : v, flags);
       const snapshotWrite = this.writable(flags) && this.snapshotWrites;
       handle.snapshot = this.snapshotReads || snapshotWrite;
@@ -630,6 +683,44 @@ export class PathFS implements InodeFS {
     } finally {
       node.opens--;
     }
+  }
+
+  /**
+   * The descriptor for a backed() open/create. On any failure the handler's release still runs
+   * (it returned a handle), then what the layer owns is closed, then the open fails: with the
+   * errno of open(2) for paths, EIO and one log line for a descriptor that cannot serve it.
+   */
+  private async openBacking(ctx: RequestContext, path: string, b: Backed, flags: number, mode: number, create: boolean): Promise<BackingFile> {
+    let file: BackingFile | undefined;
+    try {
+      file = BackingFile.open(b, flags, mode, { create, writebackCache: this.writebackCache });
+      const bad = typeof b.source === "number" ? checkDescriptor(file.fd, flags, this.writebackCache) : notDirectory(file.fd);
+      if (bad) {
+        if (!bad.open) file.owned = false; // not open: by the time we would close it, the number may be someone else's
+        const why = `${create ? "create" : "open"}(${JSON.stringify(path)}): backed(${file.source}) cannot serve it: ${bad.why}`;
+        console.error(`fuse-uring: ${why}; answering EIO`);
+        throw new FuseError("EIO", why);
+      }
+      return file;
+    } catch (e) {
+      try {
+        await this.handlers.release?.(path, b.handle, ctx);
+      } catch (re) {
+        console.error(`fuse-uring: release(${JSON.stringify(path)}) after a failed backed open: ${re instanceof Error ? re.message : String(re)}`);
+      } finally {
+        file?.close();
+      }
+      throw e;
+    }
+  }
+
+  /** Register a backed open file; its reply names the descriptor (served natively). */
+  private backedReply(node: Node, path: string, b: Backed, file: BackingFile, flags: number): OpenReply {
+    const handle = this.newHandle(node, path, b.handle, flags);
+    handle.backing = file;
+    const fh = this.register(handle);
+    (node.backed ??= []).push(handle);
+    return { fh, backingFd: file.fd, directIo: b.directIo ?? this.options.directIo, keepCache: b.keepCache ?? this.options.keepCache };
   }
 
   /** FOPEN_* flags: what open/create asked for with opened(), else the defaults. */
@@ -684,6 +775,9 @@ export class PathFS implements InodeFS {
 
   async read(ctx: RequestContext, _ino: number, fh: number, offset: number, size: number, out: Uint8Array): Promise<number | Uint8Array> {
     const handle = this.fileHandle(fh);
+    // The JS data plane (--data-plane js, or the native table was full): the same descriptor,
+    // read straight into the reply buffer.
+    if (handle.backing) return ctx.backingRead(handle.backing.fd, offset, size);
     const h = this.handlers;
     if (h.read && !(handle.snapshot && handle.data && handle.dirty)) {
       const r = await h.read(handle.path, offset, size, handle.value, ctx);
@@ -708,6 +802,7 @@ export class PathFS implements InodeFS {
 
   async write(ctx: RequestContext, _ino: number, fh: number, offset: number, data: Uint8Array, _writeFlags = 0, _openFlags = 0): Promise<number> {
     const handle = this.fileHandle(fh);
+    if (handle.backing) return ctx.backingWrite(handle.backing.fd, offset, data.length);
     const h = this.handlers;
     if (h.write) {
       const n = await h.write(handle.path, Buffer.from(data), offset, handle.value, ctx);
@@ -750,6 +845,8 @@ export class PathFS implements InodeFS {
   async fsync(ctx: RequestContext, _ino: number, fh: number, datasync: boolean): Promise<void> {
     const handle = this.handles.get(fh);
     if (!handle || handle.kind !== "file") return;
+    // Like the native plane, which answers FSYNC itself: the handler is not called.
+    if (handle.backing) return handle.backing.sync(datasync);
     await this.save(handle, ctx);
     await this.handlers.fsync?.(handle.path, datasync, handle.value, ctx);
   }
@@ -763,6 +860,12 @@ export class PathFS implements InodeFS {
     } finally {
       this.handles.delete(fh);
       handle.node.opens--;
+      if (handle.backing) {
+        const b = handle.node.backed!;
+        b.splice(b.indexOf(handle), 1);
+        if (b.length === 0) handle.node.backed = null;
+        handle.backing.close(); // after the handler's release: whoever opened it closes it
+      }
       this.maybeDrop(handle.node);
     }
   }
@@ -778,6 +881,22 @@ export class PathFS implements InodeFS {
     // find it) and gets its content when the writer closes it.
     else if (h.writeFile) await h.writeFile(path, Buffer.alloc(0), ctx);
     else throw new FuseError("EACCES", "no create handler (add create, or writeFile to create files by writing them)");
+    if (isBacked(v)) {
+      // Opened (and so created, for a path) before the entry: getattr must find the file.
+      const file = await this.openBacking(ctx, path, v, flags, mode & ~umask, true);
+      let entry: Entry;
+      try {
+        entry = await this.newEntry(ctx, p, name);
+      } catch (e) {
+        try {
+          await h.release?.(path, v.handle, ctx);
+        } finally {
+          file.close();
+        }
+        throw e;
+      }
+      return { entry, open: this.backedReply(this.node(entry.ino), path, v, file, flags) };
+    }
     const entry = await this.newEntry(ctx, p, name);
     const node = this.node(entry.ino);
     const handle = this.newHandle(node, path, isOpened(v) ? v.handle : v, flags);
@@ -850,7 +969,7 @@ export class PathFS implements InodeFS {
         const dynamic = this.snapshotReads && !hasSize(st) && typeOf(st, path) === S_IFREG;
         if (filler.plus && !dynamic) {
           const child = this.child(node, name);
-          const attr = toAttr(st, path, child.ino, this.defaults);
+          const attr = applySize(toAttr(st, path, child.ino, this.defaults), this.backedSize(child));
           if (!filler.add(name, i + 3, { ino: child.ino, attr })) {
             this.maybeDrop(child);
             return;

@@ -89,6 +89,53 @@ export function isOpened(x: unknown): x is Opened {
   return typeof x === "object" && x !== null && (x as { [OPENED]?: unknown })[OPENED] === true;
 }
 
+/** What a backed file is served from: a descriptor, a path, or `Bun.file(path)`. */
+export type BackingSource = number | string | Blob;
+
+export interface BackedOptions<H = unknown> {
+  /** The value handed to flush/fsync/truncate/release as `fh` (default: undefined). */
+  handle?: H;
+  /**
+   * Only for a descriptor: the layer closes it after `release` (default false: the descriptor
+   * stays the caller's). Descriptors the layer opened itself (path, Bun.file) are always closed.
+   */
+  close?: boolean;
+  directIo?: boolean;
+  keepCache?: boolean;
+}
+
+export const BACKED: unique symbol = Symbol.for("fuse-uring.backed");
+
+export interface Backed<H = unknown> extends BackedOptions<H> {
+  readonly [BACKED]: true;
+  source: BackingSource;
+}
+
+/**
+ * `return backed(fd | path | Bun.file(path), { handle, close })` from open/create: READ, WRITE
+ * and FSYNC of this open file are then answered from that file by the shim, with no JavaScript
+ * per request (docs/DATAPLANE.md). A path (or Bun.file) is opened by the layer with the
+ * caller's access mode and O_APPEND/O_TRUNC/O_SYNC (plus O_CREAT and the mode from `create`) and
+ * closed after `release`; a descriptor stays the caller's unless `close: true`. While it is
+ * open, stat reports the descriptor's size, and truncation without a `truncate` handler is an
+ * ftruncate of it. The fsync handler is not called for backed files (FSYNC is fsync(2) on the
+ * descriptor).
+ */
+export function backed<H = undefined>(source: BackingSource, options: BackedOptions<H> = {}): Backed<H> {
+  if (typeof source === "number") {
+    if (!Number.isInteger(source) || source < 0) throw new TypeError(`backed(): ${source} is not a file descriptor`);
+  } else if (typeof source === "string") {
+    if (source === "" || source.includes("\0")) throw new TypeError(`backed(): ${JSON.stringify(source)} is not a path`);
+  } else if (!(source instanceof Blob) || typeof (source as { name?: unknown }).name !== "string") {
+    throw new TypeError("backed(): expected a file descriptor, a path or Bun.file(path)");
+  }
+  return { [BACKED]: true, source, ...options };
+}
+
+export function isBacked(x: unknown): x is Backed {
+  return typeof x === "object" && x !== null && (x as { [BACKED]?: unknown })[BACKED] === true;
+}
+
 export interface StatfsLike {
   blocks?: number;
   bfree?: number;
@@ -104,14 +151,16 @@ export interface StatfsLike {
  * Path handlers. Only `getattr` is required. `fh` is whatever `open`/`create` returned
  * (undefined without an `open` handler). Paths are absolute within the mount ("/" is the root).
  *
- * Two ways to serve file data:
+ * Three ways to serve file data:
  * - `read`/`write`: called per request with an offset (streams, huge files, databases);
  * - `readFile`/`writeFile`: whole-file. `readFile` is called at open and the open file reads
  *   from that snapshot (a getattr without `size` computes it from `readFile`, and such files
  *   are opened with direct I/O so a reader always sees the whole snapshot). Writes go to the
  *   open file's copy; `writeFile(path, data)` receives the complete new content on close
  *   (flush) or fsync. Truncating by path does read-modify-write.
- * `read` wins over `readFile`, `write` over `writeFile`.
+ * - `open`/`create` return `backed(fd | path | Bun.file(path))`: that open file's data is a real
+ *   file, served by the shim without JavaScript per request (see `backed`).
+ * `read` wins over `readFile`, `write` over `writeFile`; a backed open file uses none of them.
  */
 export interface PathHandlers<H = any> {
   init?(info: InitInfo): void | Promise<void>;
@@ -121,7 +170,8 @@ export interface PathHandlers<H = any> {
   /** Names (or { name, ...stat }) of the entries; "." and ".." are added by the layer. */
   readdir?(path: string, ctx: RequestContext): MaybePromise<Iterable<DirEntryLike> | AsyncIterable<DirEntryLike>>;
 
-  open?(path: string, flags: number, ctx: RequestContext): MaybePromise<H | Opened<H> | void>;
+  /** Return a handle, `opened(handle, …)`, or `backed(fd | path | Bun.file(path), …)`. */
+  open?(path: string, flags: number, ctx: RequestContext): MaybePromise<H | Opened<H> | Backed<H> | void>;
   /** Bytes starting at `offset`; at most `size` are used. Fewer (or null) = end of file. */
   read?(path: string, offset: number, size: number, fh: H, ctx: RequestContext): MaybePromise<Content | null | undefined>;
   /** `data` is a private copy. Return the number of bytes written (default: all of them). */
@@ -129,6 +179,7 @@ export interface PathHandlers<H = any> {
   readFile?(path: string, ctx: RequestContext): MaybePromise<Content | null | undefined>;
   writeFile?(path: string, data: Buffer, ctx: RequestContext): MaybePromise<void>;
   flush?(path: string, fh: H, ctx: RequestContext): MaybePromise<void>;
+  /** Not called for backed files (their FSYNC is fsync(2) of the descriptor, natively). */
   fsync?(path: string, datasync: boolean, fh: H, ctx: RequestContext): MaybePromise<void>;
   release?(path: string, fh: H, ctx: RequestContext): MaybePromise<void>;
 
@@ -136,7 +187,7 @@ export interface PathHandlers<H = any> {
    * Create and open a regular file (O_CREAT). `mode` has the umask applied. Without it,
    * `writeFile` creates files: `writeFile(path, <empty>)` at creation, then the content on close.
    */
-  create?(path: string, mode: number, flags: number, ctx: RequestContext): MaybePromise<H | Opened<H> | void>;
+  create?(path: string, mode: number, flags: number, ctx: RequestContext): MaybePromise<H | Opened<H> | Backed<H> | void>;
   mknod?(path: string, mode: number, rdev: number, ctx: RequestContext): MaybePromise<void>;
   mkdir?(path: string, mode: number, ctx: RequestContext): MaybePromise<void>;
   unlink?(path: string, ctx: RequestContext): MaybePromise<void>;
@@ -148,7 +199,10 @@ export interface PathHandlers<H = any> {
   /** The target: a string (names are strings, see fsdecode) or the raw bytes. */
   readlink?(path: string, ctx: RequestContext): MaybePromise<string | Uint8Array>;
 
-  /** `fh` is set when truncating an open file (ftruncate, O_TRUNC). */
+  /**
+   * `fh` is set when truncating an open file (ftruncate, O_TRUNC). Without this handler, open
+   * backed files are truncated with ftruncate(2) of their descriptors.
+   */
   truncate?(path: string, size: number, fh: H | undefined, ctx: RequestContext): MaybePromise<void>;
   chmod?(path: string, mode: number, ctx: RequestContext): MaybePromise<void>;
   chown?(path: string, uid: number, gid: number, ctx: RequestContext): MaybePromise<void>;
