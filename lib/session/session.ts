@@ -19,6 +19,7 @@ import {
 } from "../transport/uring.ts";
 import { DataPlane, type DataPlaneMode, type DataPlaneShare } from "./dataplane.ts";
 import { WorkerPool, type RingPlan, type WorkerInit, type WorkerModule } from "./workers.ts";
+import { ForwardedSource } from "./forwarded.ts";
 import { Dispatcher, handlerNameOf } from "./dispatch.ts";
 import { Replier, type ReplyObserver } from "./reply.ts";
 import { DEFERRED, FREE, HANDLING, Request, stateNames } from "./request.ts";
@@ -47,9 +48,13 @@ export interface SessionOptions {
   dataPlane: DataPlaneMode;
   /** Test-only fault injection in the ring (FUSE_URING_FAULT=bad-commit). */
   ringFault: string;
-  /** Threads serving the ring queues, each with its own copy of `workerModule` (1 = this thread). */
+  /**
+   * Threads serving the ring queues (1 = this thread). With a `workerModule` whose filesystem
+   * is `replicable: true` each worker runs its own copy; otherwise the workers serve the native
+   * data plane and forward every other request to this thread (forwarding mode).
+   */
   workers: number;
-  /** The module every worker imports (required when workers > 1). */
+  /** The module every worker imports in copies mode (null: forwarding). */
   workerModule: WorkerModule | null;
   /** Internal: "worker" sessions run inside a worker thread: no /dev/fuse reader, the fd is not theirs. */
   role: "main" | "worker";
@@ -117,8 +122,13 @@ export interface SessionStats {
   fixedIo: number;
   /** io_uring_enter calls of the ring engine(s). */
   enters: number;
-  /** Wake-ups of a JS thread from another thread per request (doorbells ÷ requests). */
+  /** Wake-ups of a JS thread from another thread per request (doorbells ÷ requests; a
+   *  forwarded request counts 2: to the main thread and back). */
   handoffsPerRequest: number;
+  /** --workers forwarding mode: requests a worker posted to the main thread's handlers. */
+  forwarded: number;
+  /** "copies" (replicable script per worker), "forwarding", or "single" (one thread). */
+  workerMode: "single" | "copies" | "forwarding";
   /** Requests answered by the native data plane (no JS), and its backing bytes. */
   nativeRequests: number;
   nativeReadBytes: number;
@@ -218,6 +228,8 @@ export class Session implements Sink, ReplyObserver {
   private classic: ClassicSource | null = null;
   private pool: WorkerPool | null = null;
   private uring: UringSource | null = null;
+  /** Forwarding mode: one source per worker, over that worker's ring entries. */
+  private forwarded: ForwardedSource[] = [];
   private readonly reqs = new Map<Source, Request[]>();
   private readonly replier: Replier;
   private readonly dispatcher: Dispatcher;
@@ -231,6 +243,8 @@ export class Session implements Sink, ReplyObserver {
     timeouts: 0, lateResults: 0, deferredAnswers: 0, slowRequests: 0, interruptsUnmatched: 0, interruptsEarly: 0, protocolErrors: 0,
     /** Requests answered for their handler (timeout, teardown); each such handler that settles counts in lateResults. */
     abandoned: 0,
+    /** Requests forwarded by workers (forwarding mode). */
+    forwarded: 0,
   };
   /** INTERRUPTs that arrived before their request (possible on io_uring): unique and arrival time. */
   private readonly earlyInterrupts = new EarlyInterrupts();
@@ -287,8 +301,9 @@ export class Session implements Sink, ReplyObserver {
     }
     if (this.opts.role === "worker") return; // no /dev/fuse reader: the main thread has it
     if (this.opts.workers > 1) {
-      if (!this.opts.workerModule) throw new Error("fuse-uring: workers > 1 needs a filesystem module path (each worker imports its own copy)");
-      this.pool = new WorkerPool(this.opts.workers, this.opts.log);
+      // Copies only of a module that says its copies answer alike; anything else is served here.
+      if (this.opts.workerModule && fs.replicable !== true) this.opts.workerModule = null;
+      this.pool = new WorkerPool(this.opts.workers, this.opts.log, !this.opts.workerModule);
     }
     this.classic = new ClassicSource(this, {
       fd,
@@ -318,7 +333,7 @@ export class Session implements Sink, ReplyObserver {
   async prepareWorkers(): Promise<void> {
     if (!this.pool) return;
     const { log: _log, dataPlaneShare: _d, workerModule: _m, ...plain } = this.opts;
-    await this.pool.load(this.fd, this.opts.workerModule!, plain, this.dataPlane?.shared() ?? null);
+    await this.pool.load(this.fd, this.opts.workerModule, plain, this.dataPlane?.shared() ?? null);
   }
 
   // ---- doorbell and batching ------------------------------------------------------------------
@@ -331,6 +346,17 @@ export class Session implements Sink, ReplyObserver {
 
   private flushAll(): void {
     this.uring?.flush();
+    for (const f of this.forwarded) f.flush();
+  }
+
+  /** Sources whose entries are io_uring entries (this thread's ring, or forwarding workers'). */
+  private isRing(source: Source): boolean {
+    return source === this.uring || (this.forwarded.length > 0 && source instanceof ForwardedSource);
+  }
+
+  /** Forwarding mode: the filesystem is on this thread, the rings on the workers. */
+  get forwarding(): boolean {
+    return this.pool?.forwarding === true;
   }
 
   onRequest(slot: Slot): void {
@@ -358,6 +384,9 @@ export class Session implements Sink, ReplyObserver {
     if (slot.source === this.uring) {
       this.counters.ringRequests++;
       this.uring.noteRequest();
+    } else if (slot.source.kind === "uring") {
+      this.counters.ringRequests++;
+      this.counters.forwarded++;
     } else this.counters.devRequests++;
     // Native handles back to the filesystem's fh before anything decodes the header.
     this.dataPlane?.unmapRequest(req.opcode, h);
@@ -395,7 +424,7 @@ export class Session implements Sink, ReplyObserver {
 
   /** FORGET from the main thread's reader (worker sessions get them forwarded). */
   private forget(nodeid: number, nlookup: number): void {
-    this.pool?.forget([nodeid, nlookup]);
+    if (!this.forwarding) this.pool?.forget([nodeid, nlookup]);
     this.forgetNode(nodeid, nlookup);
   }
 
@@ -412,7 +441,7 @@ export class Session implements Sink, ReplyObserver {
    * remembered, in case it arrives later on a ring) if this thread does not know it.
    */
   private interrupt(target: number, now: number): boolean {
-    this.pool?.interrupt(target);
+    if (!this.forwarding) this.pool?.interrupt(target);
     return this.interruptUnique(target, now);
   }
 
@@ -470,7 +499,7 @@ export class Session implements Sink, ReplyObserver {
     if (source === this.uring) this.uring.markStopped();
     this.stoppedSources.add(source);
     const normalRingEnd = errno === 0 || errno === Errno.ENOTCONN || errno === Errno.ECONNABORTED || errno === Errno.ECANCELED;
-    if (source === this.uring && this.classic && !this.stoppedSources.has(this.classic)) {
+    if (this.isRing(source) && this.classic && !this.stoppedSources.has(this.classic)) {
       // Entries complete with ENOTCONN on unmount and on abort alike: the /dev/fuse reader
       // says which (ENODEV / ECONNABORTED) and ends the session.
       if (normalRingEnd) return;
@@ -485,8 +514,7 @@ export class Session implements Sink, ReplyObserver {
     // complete with ENOTCONN). Stop everything so teardown never waits on a dead kernel side.
     this.classic?.stop();
     this.uring?.stop();
-    const all = (!this.uring || this.stoppedSources.has(this.uring)) && (!this.classic || this.stoppedSources.has(this.classic));
-    if (!all) return;
+    if (!this.allSourcesStopped()) return;
     if (this.pool && this.pool.count > 0) void this.pool.ended.then(() => this.endedResolve(this.endReason));
     else this.endedResolve(this.endReason);
   }
@@ -499,9 +527,8 @@ export class Session implements Sink, ReplyObserver {
    * not freed while any of them may still run (close()).
    */
   private abandonRingRequests(errno: number): void {
-    const list = this.uring ? this.reqs.get(this.uring) : undefined;
-    if (!list) return;
-    for (const r of list) {
+    const lists = [this.uring, ...this.forwarded].flatMap((src) => (src ? [this.reqs.get(src) ?? []] : []));
+    for (const r of lists.flat()) {
       if (r.state !== HANDLING) continue;
       this.counters.abandoned++;
       r.abortForTimeout();
@@ -550,6 +577,13 @@ export class Session implements Sink, ReplyObserver {
     if (this.tracer) traceReplies(ring, this.tracer, (slot) => this.reqs.get(slot.source)![slot.index]!);
   }
 
+  /** Forwarding: requests of a worker's ring are handled here, in place in its entries. */
+  private addForwarded(src: ForwardedSource): void {
+    this.forwarded.push(src);
+    this.reqs.set(src, src.slots.map((s) => this.newRequest(s)));
+    if (this.tracer) traceReplies(src, this.tracer, (slot) => this.reqs.get(slot.source)![slot.index]!);
+  }
+
   /** Worker thread: INIT was answered by the main thread; register the entries and serve. */
   startWorker(init: WorkerInit): void {
     this.transport = "uring";
@@ -585,9 +619,12 @@ export class Session implements Sink, ReplyObserver {
     if (want) {
       const plan = this.ringPlan();
       if (this.pool) {
-        const failed = await this.pool.createRings(plan);
-        if (failed) reason = failed.errno ? explainRingError(failed.errno) : failed.message;
-        else ringUp = true;
+        const made = await this.pool.createRings(plan);
+        if ("message" in made) reason = made.errno ? explainRingError(made.errno) : made.message;
+        else {
+          ringUp = true;
+          if (this.pool.forwarding) made.entries.forEach((e, w) => this.addForwarded(new ForwardedSource(this, this.pool!, w, e)));
+        }
       } else {
         try {
           this.createRing({ ...plan, qids: Array.from({ length: plan.totalQueues }, (_, i) => i) });
@@ -599,7 +636,11 @@ export class Session implements Sink, ReplyObserver {
       }
       if (ringUp) {
         flags |= initBit("OVER_IO_URING");
-        reason = this.pool ? `kernel offered FUSE_OVER_IO_URING; ${this.pool.count} worker threads` : "kernel offered FUSE_OVER_IO_URING";
+        reason = !this.pool
+          ? "kernel offered FUSE_OVER_IO_URING"
+          : this.pool.forwarding
+            ? `kernel offered FUSE_OVER_IO_URING; ${this.pool.count} worker threads, forwarding (native data plane on the workers, handlers on the main thread)`
+            : `kernel offered FUSE_OVER_IO_URING; ${this.pool.count} worker threads, copies (one copy of the replicable script per worker)`;
       }
     }
     if (o.transport === "uring" && !ringUp) {
@@ -688,7 +729,8 @@ export class Session implements Sink, ReplyObserver {
    * a commit that swaps them all (null without workers). Rejects if a worker cannot load it.
    */
   prepareWorkerReload(): Promise<(() => Promise<number>) | null> {
-    return this.pool ? this.pool.prepareReload() : Promise.resolve(null);
+    // Forwarding: the filesystem lives on this thread only; replaceFilesystem is the whole swap.
+    return this.pool && !this.forwarding ? this.pool.prepareReload() : Promise.resolve(null);
   }
 
   backingOpen(fd: number): number {
@@ -788,7 +830,7 @@ export class Session implements Sink, ReplyObserver {
   stats(): SessionStats {
     const own = this.ownStats();
     if (!this.pool) return own;
-    return mergeStats(own, this.pool.stats());
+    return mergeStats(own, this.pool.stats(), this.forwarding);
   }
 
   private ownStats(): SessionStats {
@@ -809,6 +851,8 @@ export class Session implements Sink, ReplyObserver {
       pinnedBytes: this.uring?.pinnedBytes ?? 0,
       fixedIo: u?.fixedIo ?? 0,
       enters: u?.enters ?? 0,
+      forwarded: this.counters.forwarded,
+      workerMode: !this.pool ? "single" : this.pool.forwarding ? "forwarding" : "copies",
       handoffsPerRequest: (() => {
         const reqs = this.counters.ringRequests + this.counters.devRequests + (u?.nativeRequests ?? 0) + (c.nativeRequests ?? 0);
         return reqs ? this.counters.wakeups / reqs : 0;
@@ -839,7 +883,7 @@ export class Session implements Sink, ReplyObserver {
         wakeups: this.counters.wakeups, enters: u?.enters ?? 0, cqes: u?.cqes ?? 0,
       }],
       latencyUs: this.latency.summarize(opName),
-      slots: (this.classic?.slots.length ?? 0) + (this.uring?.slots.length ?? 0),
+      slots: (this.classic?.slots.length ?? 0) + (this.uring?.slots.length ?? 0) + this.forwarded.reduce((n, f) => n + f.slots.length, 0),
       ringQueues: this.uring ? possibleCpus() : 0,
       ringDepth: this.uring ? this.opts.queueDepth : 0,
       queueInflight: this.queueInflight(),
@@ -870,8 +914,11 @@ export class Session implements Sink, ReplyObserver {
     if (this.watchdog) clearInterval(this.watchdog);
     this.classic?.stop();
     this.uring?.stop();
-    // Workers first: their rings pin the /dev/fuse file and use the data plane table.
-    await this.pool?.close();
+    // Copies: workers first, their rings pin the /dev/fuse file and use the data plane table.
+    // Forwarding: this thread answers the requests it holds in the workers' entries first
+    // (new arrivals are refused EIO), and closes the workers after that (below).
+    if (!this.forwarding) await this.pool?.close();
+    for (const f of this.forwarded) f.beginClose();
     const deadline = Date.now() + graceMs;
     while (this.counters.inflight > 0 && Date.now() < deadline) await Bun.sleep(10);
     // Handlers answered for (timeout, teardown) that have not settled may still write into their
@@ -905,6 +952,12 @@ export class Session implements Sink, ReplyObserver {
       const stopDeadline = Date.now() + 2000;
       while (!this.allSourcesStopped() && Date.now() < stopDeadline) await Bun.sleep(10);
     }
+    if (this.forwarding) {
+      // The answers above are posted; now the workers may free their rings — unless a handler
+      // here may still write into its `out` view over one of them: then they keep the memory.
+      this.flushAll();
+      await this.pool!.close(leak);
+    }
     this.alive = false;
     if (!leak) {
       // destroy = stop + join the shim thread + free; only then is the fd closed.
@@ -923,7 +976,8 @@ export class Session implements Sink, ReplyObserver {
   }
 
   private allSourcesStopped(): boolean {
-    return (!this.classic || this.stoppedSources.has(this.classic)) && (!this.uring || this.stoppedSources.has(this.uring));
+    return (!this.classic || this.stoppedSources.has(this.classic)) && (!this.uring || this.stoppedSources.has(this.uring)) &&
+      this.forwarded.every((f) => this.stoppedSources.has(f));
   }
 }
 
@@ -971,23 +1025,29 @@ class EarlyInterrupts {
   }
 }
 
-/** The main thread's stats plus its workers' (counters summed, per-thread rows kept). */
-function mergeStats(own: SessionStats, workers: (SessionStats | null)[]): SessionStats {
+/**
+ * The main thread's stats plus its workers' (counters summed, per-thread rows kept). A
+ * forwarding worker reports only its ring's counters (forward-worker.ts); the requests it
+ * forwarded are counted once, by the main thread that handled them.
+ */
+function mergeStats(own: SessionStats, workers: (Partial<SessionStats> | null)[], forwarding: boolean): SessionStats {
   const out: SessionStats = { ...own, ops: { ...own.ops }, threads: [...own.threads] };
   const sum = ["ringRequests", "devRequests", "wakeups", "cqes", "submits", "inflight", "pinnedBytes", "fixedIo", "enters", "nativeRequests",
     "nativeReadBytes", "nativeWriteBytes", "nativeErrors", "ringRecovered", "errors", "replies", "forgets", "interrupts"] as const;
   workers.forEach((w, i) => {
     if (!w) return;
-    for (const k of sum) (out[k] as number) += w[k] as number;
-    out.inflightMax = Math.max(out.inflightMax, w.inflightMax);
-    out.nativeInflightMax = Math.max(out.nativeInflightMax, w.nativeInflightMax);
-    out.nativeHandles += w.nativeHandles;
-    out.fixedBuffers ||= w.fixedBuffers;
-    for (const [op, n] of Object.entries(w.ops)) out.ops[op] = (out.ops[op] ?? 0) + n;
-    for (const t of w.threads) out.threads.push({ ...t, thread: `worker ${i}` });
+    for (const k of sum) (out[k] as number) += (w[k] as number | undefined) ?? 0;
+    out.inflightMax = Math.max(out.inflightMax, w.inflightMax ?? 0);
+    out.nativeInflightMax = Math.max(out.nativeInflightMax, w.nativeInflightMax ?? 0);
+    out.nativeHandles += w.nativeHandles ?? 0;
+    out.fixedBuffers ||= w.fixedBuffers ?? false;
+    for (const [op, n] of Object.entries(w.ops ?? {})) out.ops[op] = (out.ops[op] ?? 0) + n;
+    for (const t of w.threads ?? []) out.threads.push({ ...t, thread: `worker ${i}` });
   });
-  const reqs = out.threads.reduce((a, t) => a + t.requests, 0);
-  out.handoffsPerRequest = reqs ? out.wakeups / reqs : 0;
+  // Distinct requests: forwarded ones appear in a worker's row and in the main thread's.
+  const reqs = out.threads.reduce((a, t) => a + t.requests, 0) - (forwarding ? out.forwarded : 0);
+  // A forwarded request is two hand-offs: the worker's message to the main thread, the commit back.
+  out.handoffsPerRequest = reqs ? (out.wakeups + 2 * out.forwarded) / reqs : 0;
   return out;
 }
 

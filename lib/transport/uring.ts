@@ -124,6 +124,13 @@ export class UringSource implements Source {
     this.statsView = new DataView(toArrayBuffer(n.fu_ring_stats(h) as Pointer, 0, STATS_WORDS * 8));
   }
 
+  /** Addresses of entry `idx`'s header and payload (a forwarding worker reports them to the
+   *  main thread, which builds its own views over the same memory). */
+  entryAddresses(idx: number): { header: number; payload: number } {
+    const n = native();
+    return { header: Number(n.fu_ring_header(this.handle!, idx)), payload: Number(n.fu_ring_payload(this.handle!, idx)) };
+  }
+
   /** Queue REGISTER for every entry and start pumping; only after the INIT reply was written. */
   start(): void {
     const rc = native().fu_ring_start(this.handle!);
