@@ -884,8 +884,8 @@ export class Session implements Sink, ReplyObserver {
       }],
       latencyUs: this.latency.summarize(opName),
       slots: (this.classic?.slots.length ?? 0) + (this.uring?.slots.length ?? 0) + this.forwarded.reduce((n, f) => n + f.slots.length, 0),
-      ringQueues: this.uring ? possibleCpus() : 0,
-      ringDepth: this.uring ? this.opts.queueDepth : 0,
+      ringQueues: this.uring || this.forwarded.length ? possibleCpus() : 0,
+      ringDepth: this.uring || this.forwarded.length ? this.opts.queueDepth : 0,
       queueInflight: this.queueInflight(),
     };
   }
