@@ -86,7 +86,7 @@ export interface MountCommand {
   /** 0 = sized to the pinned-memory budget */
   maxWrite: number;
   dataPlane: "native" | "js";
-  /** Threads serving the ring queues (each with its own copy of a replicable script). */
+  /** Threads serving the ring queues (copies of a replicable script, else forwarding to the main thread). */
   workers: number;
   statsFile?: string;
   debug: boolean;
