@@ -98,7 +98,8 @@ export class ForwardEngine implements Sink {
     if (!ring) return;
     for (let i = 0; i + 1 < pairs.length; i += 2) {
       const rc = ring.reply(ring.slots[pairs[i]!]!, pairs[i + 1]!);
-      if (rc < 0 && rc !== -107) this.post({ type: "log", line: `fuse-uring: BUG: the ring refused the main thread's commit of entry ${pairs[i]} (errno ${-rc})` });
+      // After STOPPED every entry is dead and a refusal only means the request is gone.
+      if (rc < 0 && rc !== -107 && this.stoppedErrno === null) this.post({ type: "log", line: `fuse-uring: BUG: the ring refused the main thread's commit of entry ${pairs[i]} (errno ${-rc})` });
     }
   }
 
