@@ -909,7 +909,15 @@ export class Session implements Sink, ReplyObserver {
    * Stop the transports and free native memory. Waits (bounded) for handlers still running so
    * no reply is written into freed memory; if some never settle, the memory is leaked instead.
    */
-  async close(graceMs = 2000): Promise<void> {
+  close(graceMs = 2000): Promise<void> {
+    // One shutdown: a second caller (Mount.unmount's timeout and Mount.closed) waits for the first.
+    this.closing ??= this.shutdown(graceMs);
+    return this.closing;
+  }
+
+  private closing: Promise<void> | null = null;
+
+  private async shutdown(graceMs: number): Promise<void> {
     if (!this.alive) return;
     if (this.watchdog) clearInterval(this.watchdog);
     this.classic?.stop();

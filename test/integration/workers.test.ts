@@ -202,6 +202,24 @@ describe("--workers 2 forwarding (filesystems that stay on the main thread)", ()
     expect(await d.stop("SIGTERM")).toBe(0);
   }, 60_000);
 
+  fuseTest("a handler that never settles: SIGTERM answers its caller EIO, the workers keep their rings' memory, the daemon exits", async () => {
+    const d = await startDaemon(["--transport", "uring", "--workers", "2"], { command: scriptCommand(FIXTURE), env: { REPLICABLE: "0", SLOW_MS: "3600000" } });
+    const hung = spawnBg(["taskset", "-c", "1", "cat", `${d.mnt}/slow`], { timeoutMs: 30_000 });
+    await sleep(300);
+    expect(hung.exited).toBe(false);
+    d.proc.kill("SIGTERM");
+    const r = await hung.done;
+    expect(r.code).not.toBe(0);
+    expect(r.stderr).toContain("Input/output error");
+    const exit = await d.waitExit(15_000);
+    expect(exit.exited).toBe(true);
+    expect(exit.code, d.stderr().slice(-3000)).toBe(0);
+    expect(d.stderr()).toContain("never settled");
+    expect(d.stderr()).toContain("leaving their buffers allocated");
+    expect(noneInDState([hung.proc.pid])).toBe(true);
+    expect(isMounted(d.mnt)).toBe(false);
+  }, 60_000);
+
   for (const how of ["unmount", "SIGTERM", "kill -9", "fusectl abort"] as const) {
     fuseTest(`passthrough, ${how} under fio data load and a create/stat/unlink loop: callers end, nothing stays mounted`, async () => {
       const src = await mountTmpfsSource("size=256m");
@@ -211,7 +229,10 @@ describe("--workers 2 forwarding (filesystems that stay on the main thread)", ()
       const clients = ["0", "1"].map((cpu) =>
         spawnBg(["taskset", "-c", cpu, "fio", "--name=c", `--filename=${d.mnt}/data`, "--rw=randread", "--bs=4k", "--direct=1",
           "--ioengine=sync", "--time_based", "--runtime=4", "--size=32M", "--readonly"], { timeoutMs: 60_000 }));
-      clients.push(spawnBg(["sh", "-c", 'i=0; while [ $i -lt 100000 ]; do echo x > "$0/m$i" && stat "$0/m$i" >/dev/null && rm "$0/m$i" || exit 0; i=$((i+1)); done', d.mnt], { timeoutMs: 60_000 }));
+      // In a directory only the mount has: once it is detached the loop's next create fails and
+      // it ends (the mountpoint itself would turn into the empty directory below it).
+      await shOk(`mkdir "$1/loop"`, [d.mnt]);
+      clients.push(spawnBg(["sh", "-c", 'i=0; while [ $i -lt 100000 ]; do echo x > "$0/m$i" && stat "$0/m$i" >/dev/null && rm "$0/m$i" || exit 0; i=$((i+1)); done', `${d.mnt}/loop`], { timeoutMs: 60_000 }));
       await endUnderLoad(how, d, clients);
     }, 90_000);
   }
