@@ -12,8 +12,10 @@ import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import {
   BUN, CLI, REPO, cleanupAfterEach, noneInDState, fmt, fuseTest, isMounted, makeMountpoint, mountTmpfsSource, readStats, run, sh, shOk, sleep, spawnBg,
-  startDaemon, transportHooks, unmountTmpfsSources, type Stats,
+  scratchDirs, startDaemon, transportHooks, unmountTmpfsSources, type Stats,
 } from "../helpers/index.ts";
+
+const scratchDir = scratchDirs("fuse-uring-workers-");
 
 const FIXTURE = join(REPO, "test", "fixtures", "replicated-fs.ts");
 const scriptCommand = (script: string) => (mnt: string, args: string[]) => [BUN, CLI, "mount", script, mnt, ...args];
@@ -199,6 +201,24 @@ describe("--workers 2 forwarding (filesystems that stay on the main thread)", ()
     const r = await slow.done;
     expect(r.stdout).toBe("slow\n");
     expect(fast).toBeLessThan(1400);
+    expect(await d.stop("SIGTERM")).toBe(0);
+  }, 60_000);
+
+  fuseTest("hot reload: only the main thread swaps; both CPUs see the new version", async () => {
+    const dir = scratchDir();
+    const script = join(dir, "fs.ts");
+    writeFileSync(script, `export default { "f.txt": "v1\\n" };\n`);
+    const d = await startDaemon(["--transport", "uring", "--workers", "2", "--entry-ttl", "3600", "--attr-ttl", "3600"], {
+      command: (m, args) => [BUN, CLI, "mount", "--watch", script, m, ...args],
+    });
+    expect(d.readyLine).toContain("forwarding");
+    const onCpu = (cpu: number) => shOk(`taskset -c ${cpu} cat "$1/f.txt"`, [d.mnt]);
+    expect([await onCpu(0), await onCpu(1)]).toEqual(["v1\n", "v1\n"]);
+    writeFileSync(script, `export default { "f.txt": "v2 longer\\n" };\n`);
+    const deadline = Date.now() + 10_000;
+    while (!d.stderr().includes("(version 2)") && Date.now() < deadline) await sleep(50);
+    expect(d.stderr()).toContain("(version 2)");
+    expect([await onCpu(0), await onCpu(1)]).toEqual(["v2 longer\n", "v2 longer\n"]);
     expect(await d.stop("SIGTERM")).toBe(0);
   }, 60_000);
 
