@@ -852,7 +852,7 @@ export class Session implements Sink, ReplyObserver {
       fixedIo: u?.fixedIo ?? 0,
       enters: u?.enters ?? 0,
       forwarded: this.counters.forwarded,
-      workerMode: !this.pool ? "single" : this.pool.forwarding ? "forwarding" : "copies",
+      workerMode: !this.pool || this.transport === "classic" ? "single" : this.pool.forwarding ? "forwarding" : "copies",
       handoffsPerRequest: (() => {
         const reqs = this.counters.ringRequests + this.counters.devRequests + (u?.nativeRequests ?? 0) + (c.nativeRequests ?? 0);
         return reqs ? this.counters.wakeups / reqs : 0;

@@ -39,6 +39,12 @@ export interface UringOptions {
   waitMicros: number;
   /** Native reads/writes up to this many bytes run synchronously on the owner thread. */
   nativeSyncMax: number;
+  /**
+   * Held requests are answered by another thread (a forwarding worker, lib/session/
+   * forward-worker.ts): while any is held, go idle right after a batch instead of looking
+   * into the ring once more first — the answers arrive through the event loop anyway.
+   */
+  answeredElsewhere?: boolean;
 }
 
 /** Number of possible CPUs = number of FUSE ring queues the kernel expects (docs/KERNEL.md). */
@@ -95,6 +101,7 @@ export class UringSource implements Source {
   private readonly statsView: DataView;
   private final: SourceStats | null = null;
   private readonly waitMicros: number;
+  private readonly answeredElsewhere: boolean;
   private pumping = false;
   private scheduled = false;
   private stopped = false;
@@ -120,6 +127,7 @@ export class UringSource implements Source {
     this.out = new CompletionBuffer(this.maxOut);
     this.pinnedBytes = entries * (opts.payloadSize + 4096);
     this.waitMicros = opts.waitMicros;
+    this.answeredElsewhere = opts.answeredElsewhere === true;
     n.fu_ring_set_native_sync(h, opts.nativeSyncMax);
     this.statsView = new DataView(toArrayBuffer(n.fu_ring_stats(h) as Pointer, 0, STATS_WORDS * 8));
   }
@@ -217,9 +225,10 @@ export class UringSource implements Source {
         if (this.stopped || !this.handle) return;
         // A few microtask turns: async handlers that only await other microtasks answer now
         // and their replies go out with the next enter.
-        for (let i = 0; i < 8 && this.held - this.ioPending > 0; i++) await null;
+        // (Not when the answers come from another thread: they cannot arrive within microtasks.)
+        for (let i = 0; i < 8 && !this.answeredElsewhere && this.held - this.ioPending > 0; i++) await null;
         if (!this.handle) return;
-        if (count === 0) {
+        if (count === 0 || (this.answeredElsewhere && this.held - this.ioPending > 0)) {
           // Idle: from now on the kernel signals the eventfd; one more look closes the race
           // with a request that arrived just before.
           n.fu_ring_set_idle(h, 1);
