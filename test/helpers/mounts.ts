@@ -217,13 +217,34 @@ export async function unmountTmpfsSources(): Promise<void> {
   for (const d of [...tmpfsSources]) await unmountTmpfsSource(d);
 }
 
+/** The state letter of a process (R, S, D, Z, …), or null when it is gone. */
+function processState(pid: number | string): { state: string; comm: string } | null {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    const close = stat.lastIndexOf(")");
+    return { state: stat.charAt(close + 2), comm: stat.slice(stat.indexOf("(") + 1, close) };
+  } catch {
+    return null;
+  }
+}
+
 /** True when none of `pids` is in uninterruptible sleep (D state); gone processes are fine. */
 export function noneInDState(pids: number[]): boolean {
-  for (const pid of pids) {
+  return pids.every((pid) => processState(pid)?.state !== "D");
+}
+
+/** Every process on the machine in D state, as "pid comm (wchan)", for failure messages. */
+export function stuckProcesses(): string {
+  const out: string[] = [];
+  for (const pid of readdirSync("/proc")) {
+    if (!/^\d+$/.test(pid)) continue;
+    const p = processState(pid);
+    if (p?.state !== "D") continue;
+    let wchan = "";
     try {
-      const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-      if (stat.slice(stat.lastIndexOf(")") + 2).startsWith("D")) return false;
+      wchan = readFileSync(`/proc/${pid}/wchan`, "utf8");
     } catch {}
+    out.push(`${pid} ${p.comm}${wchan ? ` (${wchan})` : ""}`);
   }
-  return true;
+  return out.join(", ");
 }

@@ -1,7 +1,8 @@
 // Spawning client processes with a hard timeout. A client blocked on a FUSE request that is never
 // answered sits in D state and ignores SIGKILL, so on timeout we kill it and, if it still does not
 // go away, abort the FUSE connections of our mounts (the watchdog) so it errors out.
-import { abortAllMounts } from "./mounts.ts";
+import { clientCgroup, inClientCgroup } from "./cgroup.ts";
+import { abortAllMounts, stuckProcesses } from "./mounts.ts";
 import { PYTHON, FSOPS, REPO } from "./env.ts";
 
 export interface RunResult {
@@ -21,6 +22,8 @@ export interface RunOptions {
   timeoutMs?: number;
   /** Data written to the child's stdin (default: no stdin). */
   stdin?: string | Uint8Array;
+  /** Run it in the test clients' memory cgroup (default true; cgroup.ts). */
+  clientCgroup?: boolean;
 }
 
 export function describeCmd(cmd: string[]): string {
@@ -44,7 +47,7 @@ export interface Background {
 /** Start a child; `done` resolves with its result. Never rejects. */
 export function spawnBg(cmd: string[], opts: RunOptions = {}): Background {
   const timeoutMs = opts.timeoutMs ?? 30_000;
-  const proc = Bun.spawn(cmd, {
+  const proc = Bun.spawn(opts.clientCgroup === false ? cmd : inClientCgroup(cmd), {
     cwd: opts.cwd ?? REPO,
     env: { ...process.env, ...opts.env } as Record<string, string>,
     stdin: opts.stdin !== undefined ? "pipe" : "ignore",
@@ -70,6 +73,9 @@ export function spawnBg(cmd: string[], opts: RunOptions = {}): Background {
   let timedOut = false;
   let exited = false;
   let escalate: ReturnType<typeof setTimeout> | undefined;
+  let giveUp: ReturnType<typeof setTimeout> | undefined;
+  let abandon: (r: RunResult) => void = () => {};
+  const abandoned = new Promise<RunResult>((res) => (abandon = res));
   const timer = setTimeout(() => {
     timedOut = true;
     killGroup("SIGKILL");
@@ -77,15 +83,22 @@ export function spawnBg(cmd: string[], opts: RunOptions = {}): Background {
     escalate = setTimeout(() => {
       if (!exited) abortAllMounts(`client timed out and ignores SIGKILL: ${describeCmd(cmd)}`);
     }, 2000);
+    // Still there 10 s later: it is stuck for good (D state outside any connection we can
+    // abort). Stop waiting for it, so the test fails instead of the suite hanging on it.
+    giveUp = setTimeout(() => {
+      if (!exited) abandon({ code: null, signal: "SIGKILL", stdout: "", stderr: `child ${proc.pid} did not exit after SIGKILL and a connection abort (D state?)`, timedOut, cmd: describeCmd(cmd) });
+    }, 12_000);
   }, timeoutMs);
-  const done = (async () => {
+  const finished = (async () => {
     const [stdout, stderr] = await Promise.all([drain(proc.stdout), drain(proc.stderr)]);
     const code = await proc.exited;
     exited = true;
     clearTimeout(timer);
     if (escalate) clearTimeout(escalate);
+    if (giveUp) clearTimeout(giveUp);
     return { code: proc.signalCode ? null : code, signal: proc.signalCode ? String(proc.signalCode) : null, stdout, stderr, timedOut, cmd: describeCmd(cmd) };
   })();
+  const done = Promise.race([finished, abandoned]);
   return {
     proc,
     done,
@@ -171,8 +184,27 @@ export async function sha256sum(path: string, opts: RunOptions = {}): Promise<st
   return r.stdout.split(/\s+/)[0]!;
 }
 
-/** Drop the page/dentry/inode caches so the next access really asks the daemon (root only). */
+/** Set once a cache drop hung: every later one would hang behind the same superblock. */
+let dropCachesWedged: string | null = null;
+
+/**
+ * Drop the caches test clients built up (page cache, dentries, inodes) so the next access really
+ * asks the daemon, and the kernel FORGETs what it evicts (root only). With the clients' memory
+ * cgroup (cgroup.ts) that is its memory.force_empty, which touches only their caches and skips
+ * a superblock whose lock is held. Without it, /proc/sys/vm/drop_caches: that walks every
+ * superblock, so one FUSE connection stuck in teardown blocks it for good; after the first such
+ * hang later calls fail at once, so the suite reports failures instead of spending a test
+ * timeout on each.
+ */
 export async function dropCaches(): Promise<void> {
-  const r = await sh("echo 3 > /proc/sys/vm/drop_caches", [], { timeoutMs: 60_000 });
+  const cg = clientCgroup();
+  if (cg) {
+    const r = await sh('echo 0 > "$1"', [cg.forceEmpty], { timeoutMs: 30_000, clientCgroup: false });
+    if (r.code !== 0) throw new Error(`force_empty of the clients' cgroup failed:\n${fmt(r)}`);
+    return;
+  }
+  if (dropCachesWedged) throw new Error(`drop_caches is wedged on this machine since an earlier call: ${dropCachesWedged}`);
+  const r = await sh("echo 3 > /proc/sys/vm/drop_caches", [], { timeoutMs: 30_000 });
+  if (r.timedOut) dropCachesWedged = `timed out (${stuckProcesses() || "no process in D state found"})`;
   if (r.code !== 0) throw new Error(`drop_caches failed:\n${fmt(r)}`);
 }
