@@ -27,7 +27,8 @@ const HELP = `Usage: bun bench/run.ts [options]      (npm run bench [-- options]
   --queue-depth N      passed to the CLI (io_uring entries per queue; default 8)
   --max-write BYTES    passed to the CLI (default 1048576)
   --configs a,b,…      only these configurations (raw, memfs-classic, memfs-uring, pt-classic,
-                       pt-uring, pt-uring-nofixed when the CLI has --no-fixed-buffers,
+                       pt-uring, pt-uring-w2 (--workers 2: forwarding) and pt-uring-nofixed
+                       when the CLI has --workers / --no-fixed-buffers,
                        pt-classic-js and pt-uring-js when it has --data-plane, kpt,
                        burn-w1, burn-w2; with --libfuse also lf-classic, lf-uring, lf-kpt and
                        the metadata-only variants memfs-uring-ttl, pt-classic-ttl, pt-uring-ttl,
@@ -182,7 +183,8 @@ function delta(a: DaemonStats, b: DaemonStats): StatsDelta {
   const native = opt("nativeRequests");
   return {
     requests: d("ringRequests") + d("devRequests") + (native ?? 0), ringRequests: d("ringRequests"), devRequests: d("devRequests"),
-    wakeups: d("wakeups"), cqes: d("cqes"), submits: d("submits"), fixedIo: d("fixedIo"), errors: d("errors"),
+    // a request forwarded from a worker to the main thread and back is 2 hand-offs (as the daemon's handoffsPerRequest)
+    wakeups: d("wakeups") + 2 * (opt("forwarded") ?? 0), cqes: d("cqes"), submits: d("submits"), fixedIo: d("fixedIo"), errors: d("errors"),
     enters: opt("enters"), nativeRequests: native,
     answered: ob !== undefined ? ob - (oa ?? 0) : undefined,
   };

@@ -37,8 +37,10 @@ Options:
                                   pin more than 64 MiB)
   --max-write BYTES               largest READ/WRITE request, 4096..1048576 (default 1 MiB,
                                   less on hosts with very many CPUs: pinned memory ≤ 64 MiB)
-  --workers N                     serve the io_uring queues from N threads, each running its
-                                  own copy of the script (it must declare replicable: true)
+  --workers N                     serve the io_uring queues from N threads: a script that
+                                  declares replicable: true runs one copy per thread; any other
+                                  filesystem stays on the main thread and the threads serve the
+                                  native data plane and forward the other requests to it
   --data-plane native|js          native (default): READ/WRITE/FSYNC of handles opened with a
                                   backing fd (the passthrough's) are served by the shim, no
                                   JavaScript per request; js: every request goes to handlers
@@ -84,7 +86,7 @@ export interface MountCommand {
   /** 0 = sized to the pinned-memory budget */
   maxWrite: number;
   dataPlane: "native" | "js";
-  /** Threads serving the ring queues (each with its own copy of a replicable script). */
+  /** Threads serving the ring queues (copies of a replicable script, else forwarding to the main thread). */
   workers: number;
   statsFile?: string;
   debug: boolean;
@@ -251,9 +253,6 @@ export function parseArgs(argv: string[]): Command {
   if (positional.length !== 1) throw new UsageError(positional.length === 0 ? "missing MOUNTPOINT" : `unexpected arguments: ${positional.slice(1).join(" ")}`);
   if (cmd.watch && cmd.fs.type !== "script") throw new UsageError("--watch needs a script filesystem (fuse-uring mount --watch ./myfs.ts MOUNTPOINT)");
   if (cmd.kernelPassthrough && cmd.fs.type !== "passthrough") throw new UsageError("--kernel-passthrough needs --passthrough SRC");
-  if (cmd.workers > 1 && cmd.fs.type !== "script") {
-    throw new UsageError(`--workers needs a filesystem script that declares replicable: true (${cmd.fs.type} keeps its state in one thread)`);
-  }
   if (cmd.fdBudget !== undefined && cmd.fs.type !== "passthrough") throw new UsageError("--fd-budget needs --passthrough SRC");
   return { ...cmd, fs: cmd.fs, mountpoint: positional[0]! } as MountCommand;
 }

@@ -103,6 +103,13 @@ export function configDefs(env: ConfigEnv): ConfigDef[] {
       },
     );
   }
+  if (env.hasWorkers) {
+    defs.push({
+      id: "pt-uring-w2", label: "passthrough uring, 2 workers (forwarding)", short: "pt ur w2", kind: "passthrough", transport: "uring",
+      extraArgs: ["--workers", "2"], optional: true, colour: "#8c2d04",
+      description: "passthrough over io_uring with --workers 2: each worker owns its CPU's ring and answers READ/WRITE/FSYNC natively; every other request is forwarded to the main thread (2 hand-offs each)",
+    });
+  }
   defs.push({
     id: "kpt", label: "kernel passthrough (uring)", short: "kernel pt", kind: "passthrough", transport: "uring",
     extraArgs: ["--kernel-passthrough"], optional: true, colour: "#31a354",

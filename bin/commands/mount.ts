@@ -82,14 +82,6 @@ export function stopReason(reason: string, signal: string | null, dev: string | 
 
 export async function runMount(cmd: MountCommand): Promise<number> {
   const { fs, label } = await loadFilesystem(cmd);
-  if (cmd.workers > 1 && fs.replicable !== true) {
-    process.stderr.write(
-      `fuse-uring: cannot mount ${label} with --workers ${cmd.workers}: each worker runs its own copy of the filesystem, so its ` +
-        `node ids and file handles must be computed alike in every copy; declare \`replicable: true\` on the InodeFS ` +
-        `(memfs, tree(), paths() and the passthrough keep per-thread state and run on one thread)\n`,
-    );
-    return 1;
-  }
   const stale = cleanStaleMount(cmd.mountpoint, (line) => process.stderr.write(line + "\n"));
   if (stale) {
     process.stderr.write(`fuse-uring: cannot mount ${label} at ${cmd.mountpoint}: ${stale}\n`);
@@ -142,7 +134,8 @@ export async function runMount(cmd: MountCommand): Promise<number> {
       fixedBuffers: cmd.fixedBuffers,
       dataPlane: cmd.dataPlane,
       workers: cmd.workers,
-      workerModule: cmd.workers > 1 && cmd.fs.type === "script" ? { path: resolve(cmd.fs.path), args: cmd.fs.args, mountpoint: cmd.mountpoint } : null,
+      // Copies of a replicable script; anything else is served here with the workers forwarding.
+      workerModule: cmd.workers > 1 && cmd.fs.type === "script" && fs.replicable === true ? { path: resolve(cmd.fs.path), args: cmd.fs.args, mountpoint: cmd.mountpoint } : null,
       entryTtl: cmd.entryTtl,
       attrTtl: cmd.attrTtl,
       negativeTtl: cmd.negativeTtl,

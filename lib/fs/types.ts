@@ -152,7 +152,9 @@ export interface InodeFS {
   /**
    * True when copies of this filesystem (one per worker thread with `--workers N`) answer every
    * request alike: node ids and file handles are computed from the request (not numbered per
-   * copy) and no answer depends on state another copy changed. Required for workers > 1.
+   * copy) and no answer depends on state another copy changed. With it a script runs as one copy
+   * per worker; without it `--workers N` keeps the filesystem on the main thread and the workers
+   * forward every request the native data plane does not answer (forwarding mode).
    */
   replicable?: boolean;
   init?(info: InitInfo): void | Promise<void>;

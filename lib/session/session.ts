@@ -12,7 +12,6 @@ import { decodeInitIn, encodeInitOut, getU64, INIT_OUT_SIZE } from "../protocol/
 import {
   FUSE_KERNEL_MINOR_VERSION, FUSE_KERNEL_VERSION, HDR_OP_IN, HDR_PAYLOAD_SZ, initBit, initFlagNames, Op, opHeaderSizes, opName,
 } from "../protocol/constants.ts";
-import { pinCurrentThread } from "../transport/affinity.ts";
 import { ClassicSource } from "../transport/classic.ts";
 import type { Sink, Slot, Source, TransportKind } from "../transport/types.ts";
 import {
@@ -20,6 +19,7 @@ import {
 } from "../transport/uring.ts";
 import { DataPlane, type DataPlaneMode, type DataPlaneShare } from "./dataplane.ts";
 import { WorkerPool, type RingPlan, type WorkerInit, type WorkerModule } from "./workers.ts";
+import { ForwardedSource } from "./forwarded.ts";
 import { Dispatcher, handlerNameOf } from "./dispatch.ts";
 import { Replier, type ReplyObserver } from "./reply.ts";
 import { DEFERRED, FREE, HANDLING, Request, stateNames } from "./request.ts";
@@ -48,9 +48,13 @@ export interface SessionOptions {
   dataPlane: DataPlaneMode;
   /** Test-only fault injection in the ring (FUSE_URING_FAULT=bad-commit). */
   ringFault: string;
-  /** Threads serving the ring queues, each with its own copy of `workerModule` (1 = this thread). */
+  /**
+   * Threads serving the ring queues (1 = this thread). With a `workerModule` whose filesystem
+   * is `replicable: true` each worker runs its own copy; otherwise the workers serve the native
+   * data plane and forward every other request to this thread (forwarding mode).
+   */
   workers: number;
-  /** The module every worker imports (required when workers > 1). */
+  /** The module every worker imports in copies mode (null: forwarding). */
   workerModule: WorkerModule | null;
   /** Internal: "worker" sessions run inside a worker thread: no /dev/fuse reader, the fd is not theirs. */
   role: "main" | "worker";
@@ -122,8 +126,13 @@ export interface SessionStats {
   waitTimers: number;
   /** io_uring_enter calls of the ring engine(s). */
   enters: number;
-  /** Wake-ups of a JS thread from another thread per request (doorbells ÷ requests). */
+  /** Wake-ups of a JS thread from another thread per request (doorbells ÷ requests; a
+   *  forwarded request counts 2: to the main thread and back). */
   handoffsPerRequest: number;
+  /** --workers forwarding mode: requests a worker posted to the main thread's handlers. */
+  forwarded: number;
+  /** "copies" (replicable script per worker), "forwarding", or "single" (one thread). */
+  workerMode: "single" | "copies" | "forwarding";
   /** Requests answered by the native data plane (no JS), and its backing bytes. */
   nativeRequests: number;
   nativeReadBytes: number;
@@ -225,8 +234,8 @@ export class Session implements Sink, ReplyObserver {
   private classic: ClassicSource | null = null;
   private pool: WorkerPool | null = null;
   private uring: UringSource | null = null;
-  /** CPUs this worker's thread was pinned to at ring creation (null: not pinned). */
-  private pinnedCpus: number[] | null = null;
+  /** Forwarding mode: one source per worker, over that worker's ring entries. */
+  private forwarded: ForwardedSource[] = [];
   private readonly reqs = new Map<Source, Request[]>();
   private readonly replier: Replier;
   private readonly dispatcher: Dispatcher;
@@ -240,6 +249,8 @@ export class Session implements Sink, ReplyObserver {
     timeouts: 0, lateResults: 0, deferredAnswers: 0, slowRequests: 0, interruptsUnmatched: 0, interruptsEarly: 0, protocolErrors: 0,
     /** Requests answered for their handler (timeout, teardown); each such handler that settles counts in lateResults. */
     abandoned: 0,
+    /** Requests forwarded by workers (forwarding mode). */
+    forwarded: 0,
   };
   /** INTERRUPTs that arrived before their request (possible on io_uring): unique and arrival time. */
   private readonly earlyInterrupts = new EarlyInterrupts();
@@ -296,8 +307,9 @@ export class Session implements Sink, ReplyObserver {
     }
     if (this.opts.role === "worker") return; // no /dev/fuse reader: the main thread has it
     if (this.opts.workers > 1) {
-      if (!this.opts.workerModule) throw new Error("fuse-uring: workers > 1 needs a filesystem module path (each worker imports its own copy)");
-      this.pool = new WorkerPool(this.opts.workers, this.opts.log);
+      // Copies only of a module that says its copies answer alike; anything else is served here.
+      if (this.opts.workerModule && fs.replicable !== true) this.opts.workerModule = null;
+      this.pool = new WorkerPool(this.opts.workers, this.opts.log, !this.opts.workerModule);
     }
     this.classic = new ClassicSource(this, {
       fd,
@@ -327,7 +339,7 @@ export class Session implements Sink, ReplyObserver {
   async prepareWorkers(): Promise<void> {
     if (!this.pool) return;
     const { log: _log, dataPlaneShare: _d, workerModule: _m, ...plain } = this.opts;
-    await this.pool.load(this.fd, this.opts.workerModule!, plain, this.dataPlane?.shared() ?? null);
+    await this.pool.load(this.fd, this.opts.workerModule, plain, this.dataPlane?.shared() ?? null);
   }
 
   // ---- doorbell and batching ------------------------------------------------------------------
@@ -340,6 +352,17 @@ export class Session implements Sink, ReplyObserver {
 
   private flushAll(): void {
     this.uring?.flush();
+    for (const f of this.forwarded) f.flush();
+  }
+
+  /** Sources whose entries are io_uring entries (this thread's ring, or forwarding workers'). */
+  private isRing(source: Source): boolean {
+    return source === this.uring || (this.forwarded.length > 0 && source instanceof ForwardedSource);
+  }
+
+  /** Forwarding mode: the filesystem is on this thread, the rings on the workers. */
+  get forwarding(): boolean {
+    return this.pool?.forwarding === true;
   }
 
   onRequest(slot: Slot): void {
@@ -367,6 +390,9 @@ export class Session implements Sink, ReplyObserver {
     if (slot.source === this.uring) {
       this.counters.ringRequests++;
       this.uring.noteRequest();
+    } else if (slot.source.kind === "uring") {
+      this.counters.ringRequests++;
+      this.counters.forwarded++;
     } else this.counters.devRequests++;
     // Native handles back to the filesystem's fh before anything decodes the header.
     this.dataPlane?.unmapRequest(req.opcode, h);
@@ -404,7 +430,7 @@ export class Session implements Sink, ReplyObserver {
 
   /** FORGET from the main thread's reader (worker sessions get them forwarded). */
   private forget(nodeid: number, nlookup: number): void {
-    this.pool?.forget([nodeid, nlookup]);
+    if (!this.forwarding) this.pool?.forget([nodeid, nlookup]);
     this.forgetNode(nodeid, nlookup);
   }
 
@@ -421,7 +447,7 @@ export class Session implements Sink, ReplyObserver {
    * remembered, in case it arrives later on a ring) if this thread does not know it.
    */
   private interrupt(target: number, now: number): boolean {
-    this.pool?.interrupt(target);
+    if (!this.forwarding) this.pool?.interrupt(target);
     return this.interruptUnique(target, now);
   }
 
@@ -479,7 +505,7 @@ export class Session implements Sink, ReplyObserver {
     if (source === this.uring) this.uring.markStopped();
     this.stoppedSources.add(source);
     const normalRingEnd = errno === 0 || errno === Errno.ENOTCONN || errno === Errno.ECONNABORTED || errno === Errno.ECANCELED;
-    if (source === this.uring && this.classic && !this.stoppedSources.has(this.classic)) {
+    if (this.isRing(source) && this.classic && !this.stoppedSources.has(this.classic)) {
       // Entries complete with ENOTCONN on unmount and on abort alike: the /dev/fuse reader
       // says which (ENODEV / ECONNABORTED) and ends the session.
       if (normalRingEnd) return;
@@ -494,8 +520,7 @@ export class Session implements Sink, ReplyObserver {
     // complete with ENOTCONN). Stop everything so teardown never waits on a dead kernel side.
     this.classic?.stop();
     this.uring?.stop();
-    const all = (!this.uring || this.stoppedSources.has(this.uring)) && (!this.classic || this.stoppedSources.has(this.classic));
-    if (!all) return;
+    if (!this.allSourcesStopped()) return;
     if (this.pool && this.pool.count > 0) void this.pool.ended.then(() => this.endedResolve(this.endReason));
     else this.endedResolve(this.endReason);
   }
@@ -508,9 +533,8 @@ export class Session implements Sink, ReplyObserver {
    * not freed while any of them may still run (close()).
    */
   private abandonRingRequests(errno: number): void {
-    const list = this.uring ? this.reqs.get(this.uring) : undefined;
-    if (!list) return;
-    for (const r of list) {
+    const lists = [this.uring, ...this.forwarded].flatMap((src) => (src ? [this.reqs.get(src) ?? []] : []));
+    for (const r of lists.flat()) {
       if (r.state !== HANDLING) continue;
       this.counters.abandoned++;
       r.abortForTimeout();
@@ -547,18 +571,23 @@ export class Session implements Sink, ReplyObserver {
 
   /** Create this thread's ring engine (throws UringError); this thread becomes its submitter. */
   createRing(plan: RingPlan): void {
-    // A worker sleeps where its queues' callers run: local wake-ups (lib/transport/affinity.ts).
-    if (this.opts.role === "worker" && process.env.FUSE_URING_NO_PIN !== "1") this.pinnedCpus = pinCurrentThread(plan.qids);
     const ring = new UringSource(this, {
       fd: this.fd, qids: plan.qids, totalQueues: plan.totalQueues, depth: plan.depth, payloadSize: plan.payloadSize,
       setupFlags: plan.setupFlags, doorbell: this.doorbell.ptr!, dataPlane: this.dataPlane?.handle ?? null,
-      waitMicros: plan.waitMicros, nativeSyncMax: plan.nativeSyncMax ?? nativeSyncLimit(plan.qids.length, plan.payloadSize),
+      waitMicros: plan.waitMicros, nativeSyncMax: plan.nativeSyncMax, pinToQueues: this.opts.role === "worker",
     });
     this.uring = ring;
     // The ring submits the I/O with its next enter (scheduled by io()).
     const ringIo = (slot: Slot, kind: 1 | 2, fd: number, offset: number, len: number) => ring.io(slot, kind, fd, offset, len);
     this.reqs.set(ring, ring.slots.map((s) => Object.assign(this.newRequest(s), { ringIo })));
     if (this.tracer) traceReplies(ring, this.tracer, (slot) => this.reqs.get(slot.source)![slot.index]!);
+  }
+
+  /** Forwarding: requests of a worker's ring are handled here, in place in its entries. */
+  private addForwarded(src: ForwardedSource): void {
+    this.forwarded.push(src);
+    this.reqs.set(src, src.slots.map((s) => this.newRequest(s)));
+    if (this.tracer) traceReplies(src, this.tracer, (slot) => this.reqs.get(slot.source)![slot.index]!);
   }
 
   /** Worker thread: INIT was answered by the main thread; register the entries and serve. */
@@ -596,9 +625,12 @@ export class Session implements Sink, ReplyObserver {
     if (want) {
       const plan = this.ringPlan();
       if (this.pool) {
-        const failed = await this.pool.createRings(plan);
-        if (failed) reason = failed.errno ? explainRingError(failed.errno) : failed.message;
-        else ringUp = true;
+        const made = await this.pool.createRings(plan);
+        if ("message" in made) reason = made.errno ? explainRingError(made.errno) : made.message;
+        else {
+          ringUp = true;
+          if (this.pool.forwarding) made.entries.forEach((e, w) => this.addForwarded(new ForwardedSource(this, this.pool!, w, e)));
+        }
       } else {
         try {
           this.createRing({ ...plan, qids: Array.from({ length: plan.totalQueues }, (_, i) => i) });
@@ -610,7 +642,11 @@ export class Session implements Sink, ReplyObserver {
       }
       if (ringUp) {
         flags |= initBit("OVER_IO_URING");
-        reason = this.pool ? `kernel offered FUSE_OVER_IO_URING; ${this.pool.count} worker threads` : "kernel offered FUSE_OVER_IO_URING";
+        reason = !this.pool
+          ? "kernel offered FUSE_OVER_IO_URING"
+          : this.pool.forwarding
+            ? `kernel offered FUSE_OVER_IO_URING; ${this.pool.count} worker threads, forwarding (native data plane on the workers, handlers on the main thread)`
+            : `kernel offered FUSE_OVER_IO_URING; ${this.pool.count} worker threads, copies (one copy of the replicable script per worker)`;
       }
     }
     if (o.transport === "uring" && !ringUp) {
@@ -699,7 +735,8 @@ export class Session implements Sink, ReplyObserver {
    * a commit that swaps them all (null without workers). Rejects if a worker cannot load it.
    */
   prepareWorkerReload(): Promise<(() => Promise<number>) | null> {
-    return this.pool ? this.pool.prepareReload() : Promise.resolve(null);
+    // Forwarding: the filesystem lives on this thread only; replaceFilesystem is the whole swap.
+    return this.pool && !this.forwarding ? this.pool.prepareReload() : Promise.resolve(null);
   }
 
   backingOpen(fd: number): number {
@@ -799,7 +836,7 @@ export class Session implements Sink, ReplyObserver {
   stats(): SessionStats {
     const own = this.ownStats();
     if (!this.pool) return own;
-    return mergeStats(own, this.pool.stats());
+    return mergeStats(own, this.pool.stats(), this.forwarding);
   }
 
   private ownStats(): SessionStats {
@@ -822,6 +859,8 @@ export class Session implements Sink, ReplyObserver {
       nativeSync: u?.nativeSync ?? 0,
       waitTimers: u?.waitTimers ?? 0,
       enters: u?.enters ?? 0,
+      forwarded: this.counters.forwarded,
+      workerMode: !this.pool || this.transport === "classic" ? "single" : this.pool.forwarding ? "forwarding" : "copies",
       handoffsPerRequest: (() => {
         const reqs = this.counters.ringRequests + this.counters.devRequests + (u?.nativeRequests ?? 0) + (c.nativeRequests ?? 0);
         return reqs ? this.counters.wakeups / reqs : 0;
@@ -850,12 +889,12 @@ export class Session implements Sink, ReplyObserver {
         thread: this.opts.role === "worker" ? "worker" : "main",
         requests: this.counters.ringRequests + this.counters.devRequests + (u?.nativeRequests ?? 0) + (c.nativeRequests ?? 0),
         wakeups: this.counters.wakeups, enters: u?.enters ?? 0, cqes: u?.cqes ?? 0,
-        ...(this.pinnedCpus ? { cpus: this.pinnedCpus } : {}),
+        ...(this.uring?.pinnedCpus ? { cpus: this.uring.pinnedCpus } : {}),
       }],
       latencyUs: this.latency.summarize(opName),
-      slots: (this.classic?.slots.length ?? 0) + (this.uring?.slots.length ?? 0),
-      ringQueues: this.uring ? possibleCpus() : 0,
-      ringDepth: this.uring ? this.opts.queueDepth : 0,
+      slots: (this.classic?.slots.length ?? 0) + (this.uring?.slots.length ?? 0) + this.forwarded.reduce((n, f) => n + f.slots.length, 0),
+      ringQueues: this.uring || this.forwarded.length ? possibleCpus() : 0,
+      ringDepth: this.uring || this.forwarded.length ? this.opts.queueDepth : 0,
       queueInflight: this.queueInflight(),
     };
   }
@@ -879,13 +918,24 @@ export class Session implements Sink, ReplyObserver {
    * Stop the transports and free native memory. Waits (bounded) for handlers still running so
    * no reply is written into freed memory; if some never settle, the memory is leaked instead.
    */
-  async close(graceMs = 2000): Promise<void> {
+  close(graceMs = 2000): Promise<void> {
+    // One shutdown: a second caller (Mount.unmount's timeout and Mount.closed) waits for the first.
+    this.closing ??= this.shutdown(graceMs);
+    return this.closing;
+  }
+
+  private closing: Promise<void> | null = null;
+
+  private async shutdown(graceMs: number): Promise<void> {
     if (!this.alive) return;
     if (this.watchdog) clearInterval(this.watchdog);
     this.classic?.stop();
     this.uring?.stop();
-    // Workers first: their rings pin the /dev/fuse file and use the data plane table.
-    await this.pool?.close();
+    // Copies: workers first, their rings pin the /dev/fuse file and use the data plane table.
+    // Forwarding: this thread answers the requests it holds in the workers' entries first
+    // (new arrivals are refused EIO), and closes the workers after that (below).
+    if (!this.forwarding) await this.pool?.close();
+    for (const f of this.forwarded) f.beginClose();
     const deadline = Date.now() + graceMs;
     while (this.counters.inflight > 0 && Date.now() < deadline) await Bun.sleep(10);
     // Handlers answered for (timeout, teardown) that have not settled may still write into their
@@ -919,6 +969,12 @@ export class Session implements Sink, ReplyObserver {
       const stopDeadline = Date.now() + 2000;
       while (!this.allSourcesStopped() && Date.now() < stopDeadline) await Bun.sleep(10);
     }
+    if (this.forwarding) {
+      // The answers above are posted; now the workers may free their rings — unless a handler
+      // here may still write into its `out` view over one of them: then they keep the memory.
+      this.flushAll();
+      await this.pool!.close(leak);
+    }
     this.alive = false;
     if (!leak) {
       // destroy = stop + join the shim thread + free; only then is the fd closed.
@@ -937,7 +993,8 @@ export class Session implements Sink, ReplyObserver {
   }
 
   private allSourcesStopped(): boolean {
-    return (!this.classic || this.stoppedSources.has(this.classic)) && (!this.uring || this.stoppedSources.has(this.uring));
+    return (!this.classic || this.stoppedSources.has(this.classic)) && (!this.uring || this.stoppedSources.has(this.uring)) &&
+      this.forwarded.every((f) => this.stoppedSources.has(f));
   }
 }
 
@@ -985,38 +1042,32 @@ class EarlyInterrupts {
   }
 }
 
-/** The main thread's stats plus its workers' (counters summed, per-thread rows kept). */
-function mergeStats(own: SessionStats, workers: (SessionStats | null)[]): SessionStats {
+/**
+ * The main thread's stats plus its workers' (counters summed, per-thread rows kept). A
+ * forwarding worker reports only its ring's counters (forward-worker.ts); the requests it
+ * forwarded are counted once, by the main thread that handled them.
+ */
+function mergeStats(own: SessionStats, workers: (Partial<SessionStats> | null)[], forwarding: boolean): SessionStats {
   const out: SessionStats = { ...own, ops: { ...own.ops }, threads: [...own.threads] };
   const sum = ["ringRequests", "devRequests", "wakeups", "cqes", "submits", "inflight", "pinnedBytes", "fixedIo", "nativeSync", "waitTimers", "enters", "nativeRequests",
     "nativeReadBytes", "nativeWriteBytes", "nativeErrors", "ringRecovered", "errors", "replies", "forgets", "interrupts"] as const;
   workers.forEach((w, i) => {
     if (!w) return;
-    for (const k of sum) (out[k] as number) += w[k] as number;
-    out.inflightMax = Math.max(out.inflightMax, w.inflightMax);
-    out.nativeInflightMax = Math.max(out.nativeInflightMax, w.nativeInflightMax);
-    out.nativeHandles += w.nativeHandles;
-    out.fixedBuffers ||= w.fixedBuffers;
-    for (const [op, n] of Object.entries(w.ops)) out.ops[op] = (out.ops[op] ?? 0) + n;
-    for (const t of w.threads) out.threads.push({ ...t, thread: `worker ${i}` });
+    for (const k of sum) (out[k] as number) += (w[k] as number | undefined) ?? 0;
+    out.inflightMax = Math.max(out.inflightMax, w.inflightMax ?? 0);
+    out.nativeInflightMax = Math.max(out.nativeInflightMax, w.nativeInflightMax ?? 0);
+    out.nativeHandles += w.nativeHandles ?? 0;
+    out.fixedBuffers ||= w.fixedBuffers ?? false;
+    for (const [op, n] of Object.entries(w.ops ?? {})) out.ops[op] = (out.ops[op] ?? 0) + n;
+    for (const t of w.threads ?? []) out.threads.push({ ...t, thread: `worker ${i}` });
   });
-  const reqs = out.threads.reduce((a, t) => a + t.requests, 0);
-  out.handoffsPerRequest = reqs ? out.wakeups / reqs : 0;
+  // Distinct requests: forwarded ones appear in a worker's row and in the main thread's.
+  const reqs = out.threads.reduce((a, t) => a + t.requests, 0) - (forwarding ? out.forwarded : 0);
+  // A forwarded request is two hand-offs: the worker's message to the main thread, the commit back.
+  out.handoffsPerRequest = reqs ? (out.wakeups + 2 * out.forwarded) / reqs : 0;
   return out;
 }
 
 function roundUp(n: number, to: number): number {
   return Math.ceil(n / to) * to;
-}
-
-/**
- * Largest native transfer done synchronously (pread/pwrite) on the ring's owner thread. A ring
- * that serves one queue is libfuse's thread per queue: no other queue waits behind its
- * transfers, and a synchronous pread costs no io-wq hand-off, so every size runs that way. A
- * ring serving several queues keeps transfers over 64 KiB asynchronous (READ_FIXED/WRITE_FIXED,
- * several in flight) so one queue's 1 MiB transfer does not hold up the others' requests.
- * docs/DATAPLANE.md; FUSE_URING_NATIVE_SYNC_MAX overrides.
- */
-export function nativeSyncLimit(queues: number, payloadSize: number): number {
-  return queues === 1 ? payloadSize : 64 * 1024;
 }

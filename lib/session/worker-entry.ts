@@ -1,17 +1,21 @@
 // A worker thread of `--workers N` (lib/session/workers.ts): loads its own copy of the
 // filesystem module, creates its own io_uring for its share of the queues (this thread is the
 // ring's submitter), and serves those queues like the main thread would in single-thread mode.
+// Forwarding mode (no module: the filesystem stays on the main thread): only the ring and the
+// native data plane run here (forward-worker.ts).
 
 import { setShimPath } from "../native.ts";
 import { loadScriptVersion, type ScriptVersion } from "../script.ts";
 import { needsHook } from "../reload/swap.ts";
 import type { InodeFS } from "../fs/types.ts";
-import { Session, type SessionOptions } from "./session.ts";
+import { ForwardEngine } from "./forward-worker.ts";
+import { Session, type SessionOptions, type SessionStats } from "./session.ts";
 import type { FromWorker, ToWorker } from "./workers.ts";
 
 declare const self: Worker;
 
 let session: Session | null = null;
+let forward: ForwardEngine | null = null;
 let fs: InodeFS | null = null;
 /** The loaded module (hot reload loads the next one from it) and a prepared next version. */
 let version: ScriptVersion | null = null;
@@ -34,6 +38,10 @@ async function handle(m: ToWorker): Promise<void> {
       // Scripts that `import … from "fuse-uring"` get this library, as on the main thread.
       const { registerSelfModule } = await import("../../bin/self-module.ts");
       registerSelfModule();
+      if (!m.module) {
+        forward = new ForwardEngine(m.fd, m.dataPlane?.handle ?? null, post);
+        return post({ type: "loaded" });
+      }
       try {
         loadOptions = { args: m.module.args, mountpoint: m.module.mountpoint };
         version = await loadScriptVersion(m.module.path, loadOptions);
@@ -54,6 +62,7 @@ async function handle(m: ToWorker): Promise<void> {
     }
     case "ring": {
       try {
+        if (forward) return post({ type: "ring", ok: true, entries: forward.createRing(m.plan) });
         session!.createRing(m.plan);
         return post({ type: "ring", ok: true });
       } catch (e) {
@@ -61,6 +70,16 @@ async function handle(m: ToWorker): Promise<void> {
       }
     }
     case "start": {
+      if (forward) {
+        const f = forward;
+        f.start();
+        statsTimer = setInterval(() => post({ type: "stats", stats: f.stats() as SessionStats }), 250); // fresher than copies: the bench reads forwarded and native counts per workload
+        void f.stopped.then(() => {
+          post({ type: "stats", stats: f.stats() as SessionStats });
+          post({ type: "ended", reason: "ring stopped" });
+        });
+        return;
+      }
       const s = session!;
       s.startWorker(m.init);
       statsTimer = setInterval(() => post({ type: "stats", stats: s.stats() }), 500);
@@ -70,6 +89,9 @@ async function handle(m: ToWorker): Promise<void> {
       });
       return;
     }
+    case "commit":
+      forward?.commit(m.pairs);
+      return;
     case "forget":
       for (let i = 0; i + 1 < m.pairs.length; i += 2) session?.forgetNode(m.pairs[i]!, m.pairs[i + 1]!);
       return;
@@ -105,6 +127,10 @@ async function handle(m: ToWorker): Promise<void> {
       return;
     case "close": {
       if (statsTimer) clearInterval(statsTimer);
+      if (forward) {
+        await forward.close(m.keepMemory === true);
+        post({ type: "stats", stats: forward.stats() as SessionStats });
+      }
       if (session) {
         post({ type: "stats", stats: session.stats() });
         await session.close();
@@ -116,5 +142,8 @@ async function handle(m: ToWorker): Promise<void> {
 }
 
 self.onmessage = (ev: MessageEvent<ToWorker>) => {
-  handle(ev.data).catch((e) => post({ type: "error", message: message(e) }));
+  const m = ev.data;
+  // The forwarding hot path, without an async frame per message.
+  if (m.type === "commit") return forward?.commit(m.pairs);
+  handle(m).catch((e) => post({ type: "error", message: message(e) }));
 };

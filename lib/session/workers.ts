@@ -1,15 +1,16 @@
-// Multi-core serving (`--workers N`): N Bun Workers, each with its own copy of the filesystem
-// module and its own io_uring for a share of the kernel's queues (queue q → worker q mod N).
-// Each worker is a complete ring engine: it reaps, handles and answers its requests on its own
-// thread (lib/transport/uring.ts). The main thread keeps the /dev/fuse reader (INIT, FORGET,
-// INTERRUPT, and anything sent before the rings are ready) and forwards FORGET and INTERRUPT to
-// every worker: the kernel does not say which queue served a node or a request.
+// Multi-core serving (`--workers N`): N Bun Workers, each owning the io_uring of a share of the
+// kernel's queues (queue q → worker q mod N). Two modes:
 //
-// Only filesystems that declare `replicable: true` run this way: every copy must answer every
-// request the same way (node ids and file handles computed from the request, not handed out by
-// a per-copy counter; no request may depend on state another copy changed). memfs keeps its
-// tree in one thread, tree()/paths() number nodes as they are looked up, and the passthrough
-// numbers nodes per process: they refuse --workers with that explanation (docs/ARCHITECTURE.md).
+// - copies: a script that declares `replicable: true` is loaded once per worker, and each
+//   worker is a complete ring engine: it reaps, handles and answers its requests on its own
+//   thread (lib/transport/uring.ts). Every copy must answer every request the same way (node
+//   ids and file handles computed, not counted per copy). The main thread keeps the /dev/fuse
+//   reader (INIT, FORGET, INTERRUPT, anything sent before the rings are ready) and forwards
+//   FORGET and INTERRUPT to every worker: the kernel does not say which queue served a node.
+// - forwarding: any other filesystem stays on the main thread. Each worker serves the native
+//   data plane of its rings on its own thread (lib/session/forward-worker.ts) and posts every
+//   other request to the main thread as its entry index; the main thread handles it in place
+//   through views over the worker's entries (lib/session/forwarded.ts) and posts the commit back.
 
 import { loadedShimPath } from "../native.ts";
 import type { DataPlaneShare } from "./dataplane.ts";
@@ -43,21 +44,35 @@ export interface WorkerInit {
   maxReadahead: number;
 }
 
+/** Where a worker's ring entries live (forwarding: the main thread builds its views from these). */
+export interface RingEntries {
+  headers: number[];
+  payloads: number[];
+  payloadSize: number;
+}
+
 export type ToWorker =
-  | { type: "load"; fd: number; module: WorkerModule; opts: Record<string, unknown>; dataPlane: DataPlaneShare | null; index: number; shimPath: string | null }
+  | { type: "load"; fd: number; module: WorkerModule | null; opts: Record<string, unknown>; dataPlane: DataPlaneShare | null; index: number; shimPath: string | null }
   | { type: "ring"; plan: RingPlan }
   | { type: "start"; init: WorkerInit }
   | { type: "forget"; pairs: number[] }
   | { type: "interrupt"; unique: number }
+  /** Forwarding: answers written in place by the main thread, as [entry, payload length] pairs. */
+  | { type: "commit"; pairs: number[] }
   | { type: "reload-prepare" }
   | { type: "reload-commit" }
   | { type: "reload-abort" }
-  | { type: "close" };
+  /** keepMemory: a main-thread handler never settled and may still write into an entry. */
+  | { type: "close"; keepMemory?: boolean };
 
 export type FromWorker =
   | { type: "loaded" }
   | { type: "error"; message: string }
-  | { type: "ring"; ok: boolean; errno?: number; message?: string }
+  | { type: "ring"; ok: boolean; errno?: number; message?: string; entries?: RingEntries }
+  /** Forwarding: entries that hold requests for the main thread (one message per reaped batch). */
+  | { type: "requests"; idx: number[] }
+  /** Forwarding: the worker's ring stopped (-errno as in a STOPPED record, positive here). */
+  | { type: "stopped"; errno: number }
   | { type: "stats"; stats: SessionStats }
   | { type: "ended"; reason: string }
   | { type: "closed" }
@@ -75,8 +90,15 @@ function workerEntry(): string {
   return new URL("./worker-entry.ts", import.meta.url).href;
 }
 
+/** The main thread's end of a forwarding worker (lib/session/forwarded.ts). */
+export interface ForwardPeer {
+  onRequests(idx: number[]): void;
+  onStopped(errno: number): void;
+}
+
 interface Slot {
   worker: Worker;
+  peer: ForwardPeer | null;
   stats: SessionStats | null;
   ended: boolean;
   waiters: Map<string, (m: FromWorker) => void>;
@@ -89,11 +111,15 @@ export class WorkerPool {
   readonly ended: Promise<string>;
   private endReason = "";
 
-  constructor(readonly count: number, private readonly log: (line: string) => void) {
+  /** True: the filesystem stays on the main thread and workers forward requests to it. */
+  readonly forwarding: boolean;
+
+  constructor(readonly count: number, private readonly log: (line: string) => void, forwarding = false) {
+    this.forwarding = forwarding;
     this.ended = new Promise((res) => (this.endedResolve = res));
     for (let i = 0; i < count; i++) {
       const worker = new Worker(workerEntry());
-      const slot: Slot = { worker, stats: null, ended: false, waiters: new Map() };
+      const slot: Slot = { worker, peer: null, stats: null, ended: false, waiters: new Map() };
       worker.onmessage = (ev: MessageEvent<FromWorker>) => this.onMessage(slot, ev.data);
       worker.onerror = (ev) => {
         const message = `worker ${i} failed: ${(ev as ErrorEvent).message ?? String(ev)}`;
@@ -109,6 +135,12 @@ export class WorkerPool {
 
   private onMessage(slot: Slot, m: FromWorker): void {
     switch (m.type) {
+      case "requests":
+        slot.peer?.onRequests(m.idx);
+        return;
+      case "stopped":
+        slot.peer?.onStopped(m.errno);
+        return;
       case "stats":
         slot.stats = m.stats;
         return;
@@ -146,8 +178,9 @@ export class WorkerPool {
     });
   }
 
-  /** Every worker imports the module; rejects with the first worker's error message. */
-  async load(fd: number, module: WorkerModule, opts: Record<string, unknown>, dataPlane: DataPlaneShare | null): Promise<void> {
+  /** Every worker imports the module (copies) or just the shim (forwarding: module null);
+   *  rejects with the first worker's error message. */
+  async load(fd: number, module: WorkerModule | null, opts: Record<string, unknown>, dataPlane: DataPlaneShare | null): Promise<void> {
     // Workers load the shim this thread loaded (in the standalone binary, the extracted copy).
     const shimPath = loadedShimPath();
     const answers = await Promise.all(this.slots.map((s, index) => this.request(s, { type: "load", fd, module, opts, dataPlane, index, shimPath }, "loaded")));
@@ -162,14 +195,30 @@ export class WorkerPool {
     return out;
   }
 
-  /** Each worker creates its ring (on its own thread: the ring's submitter). Null, or why not. */
-  async createRings(plan: Omit<RingPlan, "qids">): Promise<{ errno: number; message: string } | null> {
+  /**
+   * Each worker creates its ring (on its own thread: the ring's submitter). Resolves to every
+   * worker's entries (forwarding needs them; empty in copies mode), or why not.
+   */
+  async createRings(plan: Omit<RingPlan, "qids">): Promise<{ errno: number; message: string } | { entries: RingEntries[] }> {
     const answers = await Promise.all(this.slots.map((s, w) => this.request(s, { type: "ring", plan: { ...plan, qids: this.qidsOf(w, plan.totalQueues) } }, "ring")));
+    const entries: RingEntries[] = [];
     for (const a of answers) {
       if (a.type === "error") return { errno: 0, message: a.message };
       if (a.type === "ring" && !a.ok) return { errno: a.errno ?? 0, message: a.message ?? "ring setup failed" };
+      if (a.type === "ring" && a.entries) entries.push(a.entries);
     }
-    return null;
+    return { entries };
+  }
+
+  /** Forwarding: where worker `w`'s requests go. */
+  attach(w: number, peer: ForwardPeer): void {
+    this.slots[w]!.peer = peer;
+  }
+
+  /** Forwarding: answers for worker `w` (posted once per batch). */
+  commit(w: number, pairs: number[]): void {
+    const s = this.slots[w]!;
+    if (!s.ended) s.worker.postMessage({ type: "commit", pairs } satisfies ToWorker);
   }
 
   start(init: WorkerInit): void {
@@ -213,8 +262,10 @@ export class WorkerPool {
     for (const s of this.slots) this.markEnded(s, reason);
   }
 
-  async close(): Promise<void> {
-    await Promise.all(this.slots.map((s) => this.request(s, { type: "close" }, "closed", 5000)));
+  /** keepMemory (forwarding): leave the rings' memory mapped; a handler may still write into it. */
+  async close(keepMemory = false): Promise<void> {
+    for (const s of this.slots) s.peer = null;
+    await Promise.all(this.slots.map((s) => this.request(s, { type: "close", keepMemory }, "closed", 5000)));
     for (const s of this.slots) s.worker.terminate();
   }
 }

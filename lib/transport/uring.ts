@@ -11,6 +11,7 @@ import { toArrayBuffer, type Pointer } from "bun:ffi";
 import { readFileSync } from "node:fs";
 import { native } from "../native.ts";
 import { HDR_PAYLOAD_SZ, RING_HEADER_SIZE } from "../protocol/constants.ts";
+import { pinCurrentThread } from "./affinity.ts";
 import { CompletionBuffer, makeSlot } from "./slots.ts";
 import type { Sink, Slot, Source, SourceStats } from "./types.ts";
 
@@ -37,8 +38,18 @@ export interface UringOptions {
   dataPlane: Pointer | null;
   /** How long the pump may block in the kernel for the next request (µs). */
   waitMicros: number;
-  /** Native reads/writes up to this many bytes run synchronously on the owner thread. */
-  nativeSyncMax: number;
+  /** Native reads/writes up to this many bytes run synchronously on the owner thread
+   *  (null: nativeSyncLimit). */
+  nativeSyncMax: number | null;
+  /** Pin the creating thread to the CPUs of `qids` (worker threads: lib/transport/affinity.ts;
+   *  FUSE_URING_NO_PIN=1 turns it off). */
+  pinToQueues?: boolean;
+  /**
+   * Held requests are answered by another thread (a forwarding worker, lib/session/
+   * forward-worker.ts): while any is held, go idle right after a batch instead of looking
+   * into the ring once more first — the answers arrive through the event loop anyway.
+   */
+  answeredElsewhere?: boolean;
 }
 
 /** Number of possible CPUs = number of FUSE ring queues the kernel expects (docs/KERNEL.md). */
@@ -89,12 +100,15 @@ export class UringSource implements Source {
   readonly kind = "uring" as const;
   readonly slots: Slot[] = [];
   readonly pinnedBytes: number;
+  /** CPUs the owner thread was pinned to (pinToQueues), else null. */
+  readonly pinnedCpus: number[] | null = null;
   private handle: Pointer | null;
   private readonly out: CompletionBuffer;
   private readonly maxOut: number;
   private readonly statsView: DataView;
   private final: SourceStats | null = null;
   private readonly waitMicros: number;
+  private readonly answeredElsewhere: boolean;
   private pumping = false;
   private scheduled = false;
   private stopped = false;
@@ -110,6 +124,8 @@ export class UringSource implements Source {
   constructor(private readonly sink: Sink, opts: UringOptions) {
     const n = native();
     const err = new Int32Array(1);
+    // Before the ring exists: its watcher thread inherits the affinity.
+    if (opts.pinToQueues && process.env.FUSE_URING_NO_PIN !== "1") this.pinnedCpus = pinCurrentThread(opts.qids);
     const qids = new Uint16Array(opts.qids);
     const h = n.fu_ring_create(opts.fd, qids, qids.length, opts.totalQueues, opts.depth, opts.payloadSize, opts.setupFlags, opts.doorbell, opts.dataPlane, err) as Pointer | null;
     if (!h) throw new UringError(-err[0]!, `io_uring setup failed (errno ${-err[0]!})`);
@@ -122,8 +138,16 @@ export class UringSource implements Source {
     this.out = new CompletionBuffer(this.maxOut);
     this.pinnedBytes = entries * (opts.payloadSize + 4096);
     this.waitMicros = opts.waitMicros;
-    n.fu_ring_set_native_sync(h, opts.nativeSyncMax);
+    this.answeredElsewhere = opts.answeredElsewhere === true;
+    n.fu_ring_set_native_sync(h, opts.nativeSyncMax ?? nativeSyncLimit(qids.length, opts.payloadSize));
     this.statsView = new DataView(toArrayBuffer(n.fu_ring_stats(h) as Pointer, 0, STATS_WORDS * 8));
+  }
+
+  /** Addresses of entry `idx`'s header and payload (a forwarding worker reports them to the
+   *  main thread, which builds its own views over the same memory). */
+  entryAddresses(idx: number): { header: number; payload: number } {
+    const n = native();
+    return { header: Number(n.fu_ring_header(this.handle!, idx)), payload: Number(n.fu_ring_payload(this.handle!, idx)) };
   }
 
   /** Queue REGISTER for every entry and start pumping; only after the INIT reply was written. */
@@ -212,7 +236,8 @@ export class UringSource implements Source {
         if (this.stopped || !this.handle) return;
         // A few microtask turns: async handlers that only await other microtasks answer now
         // and their replies go out with the next enter.
-        for (let i = 0; i < 8 && this.held - this.ioPending > 0; i++) await null;
+        // (Not when the answers come from another thread: they cannot arrive within microtasks.)
+        for (let i = 0; i < 8 && !this.answeredElsewhere && this.held - this.ioPending > 0; i++) await null;
         if (!this.handle) return;
         if (count === 0 && this.nativeServed !== (this.nativeServed = this.nativeCount())) {
           // The wait timer expired while the shim kept answering native requests: busy, not
@@ -223,7 +248,7 @@ export class UringSource implements Source {
           sliceStart = performance.now();
           continue;
         }
-        if (count === 0) {
+        if (count === 0 || (this.answeredElsewhere && this.held - this.ioPending > 0)) {
           // Idle: from now on the kernel signals the eventfd; one more look closes the race
           // with a request that arrived just before.
           n.fu_ring_set_idle(h, 1);
@@ -281,3 +306,15 @@ export class UringSource implements Source {
 }
 
 export { RING_HEADER_SIZE };
+
+/**
+ * Largest native transfer done synchronously (pread/pwrite) on the ring's owner thread. A ring
+ * that serves one queue is libfuse's thread per queue: no other queue waits behind its
+ * transfers, and a synchronous pread costs no io-wq hand-off, so every size runs that way. A
+ * ring serving several queues keeps transfers over 64 KiB asynchronous (READ_FIXED/WRITE_FIXED,
+ * several in flight) so one queue's 1 MiB transfer does not hold up the others' requests.
+ * docs/DATAPLANE.md; FUSE_URING_NATIVE_SYNC_MAX overrides (the session's ring plan).
+ */
+export function nativeSyncLimit(queues: number, payloadSize: number): number {
+  return queues === 1 ? payloadSize : 64 * 1024;
+}

@@ -72,6 +72,19 @@ export function fixtureCommand(fixture: string): (mnt: string, args: string[]) =
 export class DaemonStartError extends Error {}
 
 /**
+ * FUSE_TEST_WORKERS=N (scripts/test.sh's second pass): every io_uring mount gets `--workers N`
+ * (right after `--transport uring`, so it stays before a script's `--`), which runs the suite
+ * in multi-thread mode. A test that is about one thread's engine passes `--workers 1` itself.
+ */
+export function withTestWorkers(args: string[]): string[] {
+  const n = process.env.FUSE_TEST_WORKERS;
+  if (!n || Number(n) <= 1 || args.includes("--workers")) return args;
+  const t = args.indexOf("--transport");
+  if (t < 0 || args[t + 1] !== "uring") return args;
+  return [...args.slice(0, t + 2), "--workers", n, ...args.slice(t + 2)];
+}
+
+/**
  * Spawn a daemon and wait for its `fuse-uring: mounted … transport=X` line on stderr.
  * Rejects (after cleaning up) if it exits first or does not become ready in time; the message
  * contains the daemon's stderr.
@@ -79,7 +92,7 @@ export class DaemonStartError extends Error {}
 export async function startDaemon(args: string[] = [], opts: StartOptions = {}): Promise<Daemon> {
   ensureFusectl();
   const mnt = opts.mnt ?? makeMountpoint();
-  const argv = [...(opts.prefix ?? []), ...(opts.command ?? cliMountCommand)(mnt, args)];
+  const argv = [...(opts.prefix ?? []), ...(opts.command ?? cliMountCommand)(mnt, withTestWorkers(args))];
   const cmd = describeCmd(argv);
   const proc = Bun.spawn(argv, {
     cwd: opts.cwd ?? REPO,

@@ -222,7 +222,8 @@ describe("ring engine counters", () => {
 
   fuseTest("steady QD1 load is served on the owner thread: hand-offs per request stay near 0", async () => {
     const stats = statsPath();
-    const d = await startDaemon(["--transport", "uring", "--stats-file", stats]);
+    // About the single-thread engine: pinned to one thread also in the FUSE_TEST_WORKERS pass.
+    const d = await startDaemon(["--transport", "uring", "--workers", "1", "--stats-file", stats]);
     await shOk(`head -c 16M /dev/urandom > "$1/f"`, [d.mnt]);
     const before = await readStats(stats, { until: (x) => Number(x.ringRequests) > 0 });
     const r = await run(["fio", "--name=q", `--filename=${d.mnt}/f`, "--rw=randread", "--bs=4k", "--direct=1", "--ioengine=sync",

@@ -1,14 +1,21 @@
-// `--workers N`: the ring queues served from N threads, each with its own copy of a replicable
-// filesystem script (test/fixtures/replicated-fs.ts). Every worker serves its CPUs' requests;
-// a handler awaiting a timer does not stall others; every way the mount can end leaves no hung
-// caller and no dead mount; filesystems that keep per-thread state are refused clearly.
+// `--workers N`: the ring queues served from N threads.
+// Copies: each worker runs its own copy of a replicable script (test/fixtures/replicated-fs.ts):
+// every worker serves its CPUs' requests; a handler awaiting a timer does not stall others;
+// every way the mount can end leaves no hung caller and no dead mount.
+// Forwarding: any other filesystem (memfs, a non-replicable script, the passthrough) stays on
+// the main thread; the workers serve the native data plane and forward the rest to it.
 
 import { describe, expect } from "bun:test";
+import { afterAll } from "bun:test";
+import { randomBytes } from "node:crypto";
+import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import {
-  BUN, CLI, REPO, cleanupAfterEach, noneInDState, fmt, fuseTest, isMounted, makeMountpoint, readStats, run, sh, shOk, sleep, spawnBg, startDaemon,
-  transportHooks,
+  BUN, CLI, REPO, cleanupAfterEach, noneInDState, fmt, fuseTest, isMounted, makeMountpoint, mountTmpfsSource, readStats, run, sh, shOk, sleep, spawnBg,
+  scratchDirs, startDaemon, transportHooks, unmountTmpfsSources, type Stats,
 } from "../helpers/index.ts";
+
+const scratchDir = scratchDirs("fuse-uring-workers-");
 
 const FIXTURE = join(REPO, "test", "fixtures", "replicated-fs.ts");
 const scriptCommand = (script: string) => (mnt: string, args: string[]) => [BUN, CLI, "mount", script, mnt, ...args];
@@ -25,7 +32,7 @@ describe("--workers 2 over uring", () => {
     const mnt = makeMountpoint();
     const stats = statsPath(mnt);
     const d = await startDaemon(["--transport", "uring", "--workers", "2", "--stats-file", stats], { mnt, command: scriptCommand(FIXTURE) });
-    expect(d.readyLine).toContain("2 worker threads");
+    expect(d.readyLine).toContain("2 worker threads, copies");
     for (const cpu of ["0", "1"]) {
       expect(await shOk(`taskset -c ${cpu} cat "$1/thread"`, [d.mnt])).toBe("worker\n");
       await shOk(`taskset -c ${cpu} dd if="$1/data" of=/dev/null bs=4k count=500 iflag=direct status=none`, [d.mnt]);
@@ -81,14 +88,172 @@ describe("--workers 2 over uring", () => {
     }, 90_000);
   }
 
-  fuseTest("filesystems with per-thread state are refused with the reason", async () => {
+});
+
+type Thread = { thread: string; requests: number };
+const threadsOf = (s: Stats) => s.threads as Thread[];
+/** Every serving thread (main, worker 0, worker 1) has answered at least `n` requests. */
+const allServed = (n: number) => (s: Stats) => threadsOf(s).length === 3 && threadsOf(s).every((t) => t.requests >= n);
+
+/** Ends the mount `how`; every client must end (none in D state) and nothing stays mounted. */
+async function endUnderLoad(how: string, d: Awaited<ReturnType<typeof startDaemon>>, clients: ReturnType<typeof spawnBg>[]): Promise<void> {
+  await sleep(1000);
+  if (how === "unmount") await run(["umount", "-l", d.mnt], { timeoutMs: 10_000 });
+  else if (how === "SIGTERM") d.proc.kill("SIGTERM");
+  else if (how === "kill -9") d.proc.kill("SIGKILL");
+  else await sh(`echo 1 > /sys/fs/fuse/connections/${d.connId}/abort`);
+  const ended = await Promise.all(clients.map((c) => Promise.race([c.done.then(() => true), sleep(20_000).then(() => false)])));
+  expect(noneInDState(clients.map((c) => c.proc.pid))).toBe(true);
+  expect(ended.every(Boolean), d.stderr().slice(-3000)).toBe(true);
+  const exit = await d.waitExit(15_000);
+  expect(exit.exited, d.stderr().slice(-3000)).toBe(true);
+  if (how === "SIGTERM" || how === "unmount") expect(exit.code, d.stderr().slice(-3000)).toBe(0);
+  if (isMounted(d.mnt)) {
+    const r = await run([BUN, CLI, "unmount", d.mnt], { timeoutMs: 10_000 });
+    expect(r.code, fmt(r)).toBe(0);
+  }
+  expect(isMounted(d.mnt)).toBe(false);
+}
+
+describe("--workers 2 forwarding (filesystems that stay on the main thread)", () => {
+  transportHooks("uring");
+  cleanupAfterEach();
+  afterAll(unmountTmpfsSources);
+
+  fuseTest("memfs: served from both CPUs, handled on the main thread, counted as forwarded", async () => {
     const mnt = makeMountpoint();
-    const memfs = await run([BUN, CLI, "mount", "--memfs", mnt, "--workers", "2"], { timeoutMs: 15_000 });
-    expect(memfs.code).toBe(2);
-    expect(memfs.stderr).toContain("--workers needs a filesystem script that declares replicable: true");
-    const script = await run([BUN, CLI, "mount", join(REPO, "examples", "hello.ts"), mnt, "--workers", "2"], { timeoutMs: 15_000 });
-    expect(script.code).toBe(1);
-    expect(script.stderr).toContain("replicable: true");
-    expect(isMounted(mnt)).toBe(false);
+    const stats = statsPath(mnt);
+    const d = await startDaemon(["--transport", "uring", "--workers", "2", "--stats-file", stats], { mnt });
+    expect(d.readyLine).toContain("2 worker threads, forwarding");
+    for (const cpu of ["0", "1"]) {
+      await shOk(`taskset -c ${cpu} sh -c 'mkdir "$0/d${cpu}" && for i in $(seq 30); do echo $i > "$0/d${cpu}/f$i"; cat "$0/d${cpu}/f$i" >/dev/null; done' "$1"`, [d.mnt]);
+      expect(await shOk(`taskset -c ${cpu} cat "$1/d${cpu}/f7"`, [d.mnt])).toBe("7\n");
+    }
+    // One tree: what one CPU wrote, the other reads.
+    expect(await shOk(`taskset -c 1 cat "$1/d0/f30"`, [d.mnt])).toBe("30\n");
+    const s = await readStats(stats, { until: allServed(30) });
+    expect(threadsOf(s).map((t) => t.thread)).toEqual(["main", "worker 0", "worker 1"]);
+    expect(threadsOf(s).every((t) => t.requests >= 30), JSON.stringify(s.threads)).toBe(true);
+    expect(s.workerMode).toBe("forwarding");
+    expect(Number(s.forwarded)).toBeGreaterThan(100);
+    expect(Number(s.handoffsPerRequest)).toBeGreaterThanOrEqual(1.9);
+    expect(Number(s.protocolErrors)).toBe(0);
+    expect(await d.stop("SIGTERM")).toBe(0);
   }, 60_000);
+
+  fuseTest("a script that is not replicable (examples/hello.ts) is served through the main thread from both CPUs", async () => {
+    const mnt = makeMountpoint();
+    const stats = statsPath(mnt);
+    const d = await startDaemon(["--transport", "uring", "--workers", "2", "--stats-file", stats], { mnt, command: scriptCommand(join(REPO, "examples", "hello.ts")) });
+    expect(d.readyLine).toContain("forwarding");
+    const names = (await shOk(`ls "$1"`, [d.mnt])).trim().split("\n");
+    expect(names.length).toBeGreaterThan(0);
+    for (const cpu of ["0", "1"]) {
+      for (let i = 0; i < 10; i++) await shOk(`taskset -c ${cpu} sh -c 'ls -l "$0" >/dev/null; for f in "$0"/*; do [ -f "$f" ] && cat "$f" >/dev/null; done; true' "$1"`, [d.mnt]);
+    }
+    const s = await readStats(stats, { until: allServed(5) });
+    expect(threadsOf(s).every((t) => t.requests >= 5), JSON.stringify(s.threads)).toBe(true);
+    expect(Number(s.forwarded)).toBeGreaterThan(10);
+    expect(Number(s.protocolErrors)).toBe(0);
+    expect(await d.stop("SIGTERM")).toBe(0);
+  }, 60_000);
+
+  fuseTest("passthrough: 1 MiB O_DIRECT copies from each CPU are byte-exact and native; metadata is forwarded", async () => {
+    const src = await mountTmpfsSource("size=256m");
+    const data = randomBytes(1 << 20);
+    writeFileSync(join(src, "src.bin"), data);
+    const mnt = makeMountpoint();
+    const stats = statsPath(mnt);
+    const d = await startDaemon(["--transport", "uring", "--workers", "2", "--stats-file", stats], {
+      mnt, command: (m, args) => [BUN, CLI, "mount", "--passthrough", src, m, ...args],
+    });
+    expect(d.readyLine).toContain("forwarding");
+    for (const cpu of ["0", "1"]) {
+      for (let i = 0; i < 4; i++) {
+        await shOk(`taskset -c ${cpu} dd if="$1/src.bin" of="$1/copy${cpu}-${i}" bs=1M iflag=direct oflag=direct status=none`, [d.mnt]);
+        expect(await shOk(`cmp "$1/src.bin" "$1/copy${cpu}-${i}" && echo same`, [src])).toBe("same\n");
+      }
+      await shOk(`taskset -c ${cpu} sh -c 'mkdir "$0/dir${cpu}" && mv "$0/copy${cpu}-0" "$0/dir${cpu}/moved" && stat -c %s "$0/dir${cpu}/moved" && rm -r "$0/dir${cpu}" "$0/copy${cpu}-1"' "$1"`, [d.mnt]);
+    }
+    expect(await shOk(`ls "$1" | sort`, [d.mnt])).toBe("copy0-2\ncopy0-3\ncopy1-2\ncopy1-3\nsrc.bin\n");
+    // 4 KiB O_DIRECT reads on both CPUs: the workers answer them in the shim.
+    for (const cpu of ["0", "1"]) await shOk(`taskset -c ${cpu} dd if="$1/src.bin" of=/dev/null bs=4k iflag=direct status=none`, [d.mnt]);
+    const s = await readStats(stats, { until: (x) => allServed(10)(x) && Number(x.nativeRequests) >= 2 * 256 + 16 });
+    const ops = s.ops as Record<string, number>;
+    expect(ops.READ ?? 0, JSON.stringify(ops)).toBe(0);
+    expect(ops.WRITE ?? 0, JSON.stringify(ops)).toBe(0);
+    expect(Number(s.nativeRequests)).toBeGreaterThanOrEqual(2 * 256 + 16);
+    expect(threadsOf(s).every((t) => t.requests >= 10), JSON.stringify(s.threads)).toBe(true);
+    expect(Number(s.forwarded)).toBeGreaterThan(10);
+    expect(Number(s.protocolErrors)).toBe(0);
+    expect(await d.stop("SIGTERM")).toBe(0);
+  }, 90_000);
+
+  fuseTest("a handler awaiting a 1.5 s timer does not stall 5 other reads", async () => {
+    const d = await startDaemon(["--transport", "uring", "--workers", "2"], { command: scriptCommand(FIXTURE), env: { REPLICABLE: "0", SLOW_MS: "1500" } });
+    expect(d.readyLine).toContain("forwarding");
+    const slow = spawnBg(["taskset", "-c", "0", "cat", `${d.mnt}/slow`], { timeoutMs: 10_000 });
+    await sleep(100);
+    const t0 = Date.now();
+    for (let i = 0; i < 5; i++) expect(await shOk(`taskset -c ${i % 2} cat "$1/thread"`, [d.mnt])).toBe("main\n");
+    const fast = Date.now() - t0;
+    expect(slow.exited).toBe(false);
+    const r = await slow.done;
+    expect(r.stdout).toBe("slow\n");
+    expect(fast).toBeLessThan(1400);
+    expect(await d.stop("SIGTERM")).toBe(0);
+  }, 60_000);
+
+  fuseTest("hot reload: only the main thread swaps; both CPUs see the new version", async () => {
+    const dir = scratchDir();
+    const script = join(dir, "fs.ts");
+    writeFileSync(script, `export default { "f.txt": "v1\\n" };\n`);
+    const d = await startDaemon(["--transport", "uring", "--workers", "2", "--entry-ttl", "3600", "--attr-ttl", "3600"], {
+      command: (m, args) => [BUN, CLI, "mount", "--watch", script, m, ...args],
+    });
+    expect(d.readyLine).toContain("forwarding");
+    const onCpu = (cpu: number) => shOk(`taskset -c ${cpu} cat "$1/f.txt"`, [d.mnt]);
+    expect([await onCpu(0), await onCpu(1)]).toEqual(["v1\n", "v1\n"]);
+    writeFileSync(script, `export default { "f.txt": "v2 longer\\n" };\n`);
+    const deadline = Date.now() + 10_000;
+    while (!d.stderr().includes("(version 2)") && Date.now() < deadline) await sleep(50);
+    expect(d.stderr()).toContain("(version 2)");
+    expect([await onCpu(0), await onCpu(1)]).toEqual(["v2 longer\n", "v2 longer\n"]);
+    expect(await d.stop("SIGTERM")).toBe(0);
+  }, 60_000);
+
+  fuseTest("a handler that never settles: SIGTERM answers its caller EIO, the workers keep their rings' memory, the daemon exits", async () => {
+    const d = await startDaemon(["--transport", "uring", "--workers", "2"], { command: scriptCommand(FIXTURE), env: { REPLICABLE: "0", SLOW_MS: "3600000" } });
+    const hung = spawnBg(["taskset", "-c", "1", "cat", `${d.mnt}/slow`], { timeoutMs: 30_000 });
+    await sleep(300);
+    expect(hung.exited).toBe(false);
+    d.proc.kill("SIGTERM");
+    const r = await hung.done;
+    expect(r.code).not.toBe(0);
+    expect(r.stderr).toContain("Input/output error");
+    const exit = await d.waitExit(15_000);
+    expect(exit.exited).toBe(true);
+    expect(exit.code, d.stderr().slice(-3000)).toBe(0);
+    expect(d.stderr()).toContain("never settled");
+    expect(d.stderr()).toContain("leaving their buffers allocated");
+    expect(noneInDState([hung.proc.pid])).toBe(true);
+    expect(isMounted(d.mnt)).toBe(false);
+  }, 60_000);
+
+  for (const how of ["unmount", "SIGTERM", "kill -9", "fusectl abort"] as const) {
+    fuseTest(`passthrough, ${how} under fio data load and a create/stat/unlink loop: callers end, nothing stays mounted`, async () => {
+      const src = await mountTmpfsSource("size=256m");
+      writeFileSync(join(src, "data"), randomBytes(32 << 20));
+      const d = await startDaemon(["--transport", "uring", "--workers", "2"], { command: (m, args) => [BUN, CLI, "mount", "--passthrough", src, m, ...args] });
+      expect(d.readyLine).toContain("forwarding");
+      const clients = ["0", "1"].map((cpu) =>
+        spawnBg(["taskset", "-c", cpu, "fio", "--name=c", `--filename=${d.mnt}/data`, "--rw=randread", "--bs=4k", "--direct=1",
+          "--ioengine=sync", "--time_based", "--runtime=4", "--size=32M", "--readonly"], { timeoutMs: 60_000 }));
+      // In a directory only the mount has: once it is detached the loop's next create fails and
+      // it ends (the mountpoint itself would turn into the empty directory below it).
+      await shOk(`mkdir "$1/loop"`, [d.mnt]);
+      clients.push(spawnBg(["sh", "-c", 'i=0; while [ $i -lt 100000 ]; do echo x > "$0/m$i" && stat "$0/m$i" >/dev/null && rm "$0/m$i" || exit 0; i=$((i+1)); done', `${d.mnt}/loop`], { timeoutMs: 60_000 }));
+      await endUnderLoad(how, d, clients);
+    }, 90_000);
+  }
 });
