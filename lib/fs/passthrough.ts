@@ -892,7 +892,9 @@ export class PassthroughFS implements InodeFS {
       let r: Entry | null = null;
       if (name !== "." && name !== "..") {
         try {
-          r = this.lookupIn(dir, name);
+          // Probe by name first only if some node has this inode number (d_ino): a cold
+          // directory's entries are all new, and the probe's statx would be wasted on them.
+          r = this.lookupIn(dir, name, this.knownIno(h.inos[i]!));
         } catch (e) {
           if (isErrno(e, Errno.ENOENT)) continue; // removed since the snapshot
           // Entries already added carry lookup references: send them; the next call resumes
@@ -916,6 +918,12 @@ export class PassthroughFS implements InodeFS {
       }
       added = true;
     }
+  }
+
+  /** Whether a node of this inode number exists (on any device). */
+  private knownIno(ino: number): boolean {
+    for (const m of this.byIno.values()) if (m.has(ino)) return true;
+    return false;
   }
 
   releasedir(_ctx: RequestContext, _ino: number, fh: number): void {

@@ -13,12 +13,13 @@
 //   or the request answers ESTALE. A node whose only known link went away (unlinked while open)
 //   is never evicted.
 //
-// Pins. A request that uses a descriptor across an await (node:fs calls run on the thread pool,
-// `/proc/self/fd/N/...` paths are resolved there) pins the node: a pinned descriptor is never
-// closed — not by eviction and not when the file is deleted or forgotten (that close is deferred
-// to the last unpin). Closing a descriptor number that a queued syscall still uses is what made
-// that syscall fail with EBADF, or act on whatever file got the number next (see
-// docs/NAMES-AND-DESCRIPTORS.md).
+// Pins. A request that holds a descriptor while something else may evict or close it pins the
+// node: a pinned descriptor is never closed — not by eviction and not when the file is deleted
+// or forgotten (that close is deferred to the last unpin). Closing a descriptor number that a
+// queued syscall still uses is what made that syscall fail with EBADF, or act on whatever file
+// got the number next (see docs/NAMES-AND-DESCRIPTORS.md). The passthrough's handlers are
+// synchronous now, so they pin only around calls that may shed the cache (EMFILE) or re-open
+// another node (a second descriptor) before the first is used.
 //
 // Descriptors held: root (always) + at most `budget` node descriptors, exceeded only while more
 // than `budget` nodes are pinned at once (one or two per request in flight).
