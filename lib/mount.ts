@@ -6,7 +6,7 @@ import { reloadMount, type ReloadHook, type ReloadReport } from "./reload/swap.t
 import { attachMount, invalidateEntryPath, invalidatePath, toInodeFS, type Filesystem } from "./path/convert.ts";
 import { existsSync, statSync } from "node:fs";
 import { dirname } from "node:path";
-import { attach, detach, fuseDeviceAt, isMounted, MountError, type MountFlags, type VfsOptions } from "./mountpoint.ts";
+import { attach, detach, detachAsync, fuseDeviceAt, isMounted, MountError, type MountFlags, type VfsOptions } from "./mountpoint.ts";
 import { Notify } from "./protocol/constants.ts";
 import { nameToBytes } from "./protocol/names.ts";
 import type { FdCacheStats } from "./fs/passthrough/nodes.ts";
@@ -120,7 +120,9 @@ export class Mount implements AsyncDisposable {
   unmount(): Promise<void> {
     this.unmounting ??= (async () => {
       if (isMounted(this.mountpoint)) {
-        const err = detach(this.mountpoint);
+        // From a child process: this thread may own a ring whose task work the kernel's
+        // unmount waits for (detachAsync).
+        const err = await detachAsync(this.mountpoint);
         if (err && isMounted(this.mountpoint)) throw new MountError(err);
       }
       // A lazily detached mount stays connected while files are open: do not wait forever.

@@ -194,6 +194,41 @@ function attachFusermount(target: string, flags: MountFlags): { fd: number; via:
 }
 
 /**
+ * Unmount from a child process, for the daemon that serves the mount. umount(2) waits in the
+ * kernel until the connection's requests are done; on the io_uring transport some of them can
+ * only complete by task work on the ring's owner thread, so an owner that unmounts its own
+ * mount synchronously can wait for itself forever, unkillable (docs/KERNEL.md, "unmounting from
+ * the owner thread"). The child does the waiting while this thread keeps serving.
+ * `umount` (util-linux) as root, `fusermount3 -u` otherwise; lazily when busy or `lazy`.
+ * Resolves null on success, else an explanation.
+ */
+export async function detachAsync(mountpoint: string, lazy = false): Promise<string | null> {
+  const target = resolve(mountpoint);
+  const tool = isRoot() ? umountPath() : fusermountPath();
+  // Without util-linux's umount (never on Debian: `mount` is essential) fall back to the call.
+  if (!tool) return detach(mountpoint, lazy);
+  const args = (lazyNow: boolean) => (isRoot() ? [tool, "-i", ...(lazyNow ? ["-l"] : []), "--", target] : [tool, "-u", ...(lazyNow ? ["-z"] : []), "--", target]);
+  const runOnce = async (lazyNow: boolean) => {
+    const child = Bun.spawn(args(lazyNow), { stdin: "ignore", stdout: "ignore", stderr: "pipe", cwd: "/" });
+    const [stderr, code] = await Promise.all([new Response(child.stderr).text(), child.exited]);
+    return { code, stderr: stderr.trim() };
+  };
+  let r = await runOnce(lazy);
+  if (r.code !== 0 && !lazy) r = await runOnce(true);
+  if (r.code !== 0) return `${describeTool(tool)} ${target} failed: ${r.stderr || `exit ${r.code}`}`;
+  return null;
+}
+
+function describeTool(tool: string): string {
+  return tool.endsWith("fusermount3") ? "fusermount3 -u" : "umount";
+}
+
+function umountPath(): string | null {
+  for (const p of ["/usr/bin/umount", "/bin/umount", "/usr/sbin/umount", "/sbin/umount"]) if (existsSync(p)) return p;
+  return null;
+}
+
+/**
  * Unmounts; lazily (MNT_DETACH) when busy or `lazy`. Works when the daemon is dead.
  * Returns null on success, else an explanation.
  */

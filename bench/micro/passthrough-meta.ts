@@ -6,7 +6,7 @@
 //
 // --lib: the repository whose lib/fs/passthrough.ts to load (default: this one), so an older
 // checkout can be measured with the same script. --src: the source directory (default: a fresh
-// directory under /dev/shm, a tmpfs). Prints the best and median of R rounds, in µs per op.
+// directory under /dev/shm, a tmpfs). Prints the best and median of R rounds, in µs per op (wall and CPU time).
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 
@@ -82,14 +82,20 @@ const only = opt("--only", "");
 for (const [name, f] of Object.entries(cases)) {
   if (only && !name.includes(only)) continue;
   await f(); // warm up
-  const us: number[] = [];
+  // Wall time and this process's CPU time (user + system: the syscalls count) per op; on a
+  // shared machine the CPU time is the steadier of the two.
+  const us: number[] = [], cpu: number[] = [];
   for (let r = 0; r < rounds; r++) {
-    const t0 = performance.now();
+    const t0 = performance.now(), c0 = process.cpuUsage();
     const ops = await f();
+    const c = process.cpuUsage(c0);
     us.push(((performance.now() - t0) * 1000) / ops);
+    cpu.push((c.user + c.system) / ops);
   }
   us.sort((a, b) => a - b);
-  console.log(`${name.padEnd(20)} best ${us[0]!.toFixed(2).padStart(7)} µs  median ${us[us.length >> 1]!.toFixed(2).padStart(7)} µs`);
+  cpu.sort((a, b) => a - b);
+  const f2 = (v: number) => v.toFixed(2).padStart(7);
+  console.log(`${name.padEnd(20)} wall best ${f2(us[0]!)} µs  median ${f2(us[us.length >> 1]!)} µs   cpu best ${f2(cpu[0]!)} µs  median ${f2(cpu[cpu.length >> 1]!)} µs`);
 }
 fs.destroy();
 if (!opt("--src", "")) rmSync(src, { recursive: true, force: true });
