@@ -64,6 +64,19 @@ describe("codec: replies", () => {
     expect([...bytes]).toEqual(attrBytes);
   });
 
+  test("fuse_attr times before 1970: seconds floor and nanoseconds in [0, 1e9) whatever the split given", () => {
+    const { dv } = buf(88);
+    // -1.5 s given as (-1, -500000000) (a truncating division), -2.25 s as (-2, -250000000),
+    // and 1.5 s as (0, 1500000000): all must come out as (floor, 0 <= nsec < 1e9).
+    encodeAttr(dv, 0, { ...attr, atime: -1, atimeNsec: -500_000_000, mtime: -2, mtimeNsec: -250_000_000, ctime: 0, ctimeNsec: 1_500_000_000 });
+    expect([getI64(dv, 24), dv.getUint32(48, true)]).toEqual([-2, 500_000_000]);
+    expect([getI64(dv, 32), dv.getUint32(52, true)]).toEqual([-3, 750_000_000]);
+    expect([getI64(dv, 40), dv.getUint32(56, true)]).toEqual([1, 500_000_000]);
+    // Already normalised values are untouched.
+    encodeAttr(dv, 0, { ...attr, atime: -1, atimeNsec: 999_999_999 });
+    expect([getI64(dv, 24), dv.getUint32(48, true)]).toEqual([-1, 999_999_999]);
+  });
+
   test("fuse_entry_out (128 B): nodeid, generation, ttls split into sec + nsec, attr", () => {
     const { bytes, dv } = buf(128);
     expect(encodeEntryOut(dv, 0, { ino: 42, generation: 3, attr }, 1.5, 0.25)).toBe(128);

@@ -45,7 +45,9 @@ function setup(budget: number, handles: boolean, files = 6) {
     const fd = openSync(join(base, "sub", `f${i}`), O_PATH | O_NOFOLLOW);
     const st = fstatSync(fd);
     const n = new PassthroughNode(10 + i, st.dev, st.ino, st.mode);
-    n.btime = fstatSync(fd, { bigint: true }).birthtimeNs;
+    const birth = fstatSync(fd, { bigint: true }).birthtimeNs;
+    n.btimeSec = Number(birth / 1_000_000_000n);
+    n.btimeNsec = Number(birth % 1_000_000_000n);
     n.parent = sub;
     n.name = `f${i}`;
     sub.kids++;

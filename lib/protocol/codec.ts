@@ -34,9 +34,20 @@ export function getI64(dv: DataView, off: number): number {
   return dv.getUint32(off, LE) + dv.getInt32(off + 4, LE) * 4294967296;
 }
 
-/** Seconds → 64-bit two's complement (the kernel reads them as time64_t: before 1970 is negative), ns → u32. */
+/**
+ * Seconds → 64-bit two's complement (the kernel reads them as time64_t: before 1970 is negative),
+ * ns → u32. The kernel takes the pair as a timespec: tv_sec the floor, tv_nsec in [0, 1e9). A
+ * time before 1970 split by truncation (-1.5 s as -1 s, -500000000 ns, as BigInt `/` and `%`
+ * give) is normalised here, else the kernel shows nsec ≈ 4.29e9.
+ */
 function setTime(dv: DataView, secOff: number, nsecOff: number, sec: number, nsec: number): void {
-  setU64(dv, secOff, Math.floor(sec));
+  let s = Math.floor(sec);
+  if (nsec < 0 || nsec >= 1_000_000_000) {
+    const carry = Math.floor(nsec / 1_000_000_000);
+    s += carry;
+    nsec -= carry * 1_000_000_000;
+  }
+  setU64(dv, secOff, s);
   dv.setUint32(nsecOff, nsec >>> 0, LE);
 }
 

@@ -108,7 +108,15 @@ export class Dispatcher {
         const name = this.name(req, 0);
         // The encoder (entryReply) may reject the handler's value (e.g. undefined): inside
         // then() that becomes EIO like a throw, never an unhandled rejection.
-        return this.then(req, fs.lookup(req, nodeid, name), this.entryReply, this.lookupFailed);
+        // A handler that throws at once (a plain function) must become a negative entry too,
+        // not only one that rejects: route()'s caller would answer the bare errno.
+        let r: Entry | Promise<Entry>;
+        try {
+          r = fs.lookup(req, nodeid, name);
+        } catch (e) {
+          return this.lookupFailed(req, e);
+        }
+        return this.then(req, r, this.entryReply, this.lookupFailed);
       }
       case Op.GETATTR: {
         if (!fs.getattr) return this.missing(req);

@@ -347,6 +347,20 @@ for (const transport of TRANSPORTS) {
       expect(after.code).not.toBe(0);
     }, 60_000);
 
+    fuseTest("times before 1970 (negative seconds, nanoseconds) read back exactly through the mount", async () => {
+      const m = `${s.mnt}/times-neg`, src = `${SRC}/times-neg`;
+      mkdirSync(src, { recursive: true });
+      writeFileSync(`${src}/f`, "x");
+      // -1.000000001 s and -0.5 s: the kernel wants tv_sec = floor, tv_nsec in [0, 1e9).
+      await fsopOk("utime_ns", `${m}/f`, "-1000000001", "-500000000");
+      const big = statSync(`${src}/f`, { bigint: true });
+      expect([big.atimeNs, big.mtimeNs]).toEqual([-1000000001n, -500000000n]);
+      await dropCaches();
+      const st = await fsopOk("stat", `${m}/f`);
+      expect([st.atime_ns, st.mtime_ns]).toEqual(["-1000000001", "-500000000"]);
+      expect((await shOk('stat -c %y "$1"', [`${m}/f`], { env: { TZ: "UTC", LC_ALL: "C" } })).trim()).toBe("1969-12-31 23:59:59.500000000 +0000");
+    });
+
     fuseTest("fallocate, SEEK_DATA/SEEK_HOLE, copy_file_range, fsync, statfs", async () => {
       const m = `${s.mnt}/misc`, src = `${SRC}/misc`;
       mkdirSync(src, { recursive: true });

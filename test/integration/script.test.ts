@@ -267,6 +267,33 @@ for (const transport of TRANSPORTS) {
       expect(await cat(`${d.mnt}/ok.txt`)).toBe("fine\n");
       await stopClean(d);
     });
+
+    fuseTest("--negative-ttl: a LOOKUP that throws ENOENT synchronously or asynchronously is cached as a negative entry", async () => {
+      const dir = scratchDir();
+      const p = join(dir, "negative.ts");
+      // An InodeFS with only a root: every LOOKUP logs its name and answers ENOENT, thrown by a
+      // plain function ("sync-*") or rejected by an async one ("async-*").
+      writeFileSync(p, `import { FuseError } from ${JSON.stringify(`${REPO}/lib/index.ts`)};
+const root = { ino: 1, mode: 0o40755, nlink: 2, uid: 0, gid: 0, rdev: 0, size: 0, blocks: 0, atime: 0, atimeNsec: 0, mtime: 0, mtimeNsec: 0, ctime: 0, ctimeNsec: 0 };
+export default {
+  lookup(_ctx, _parent, name) {
+    process.stderr.write("fixture: lookup " + name + "\\n");
+    if (name.startsWith("async-")) return Promise.reject(new FuseError("ENOENT"));
+    throw new FuseError("ENOENT");
+  },
+  getattr() { return root; },
+};
+`);
+      const d = await startDaemon(["--transport", transport, "--negative-ttl", "60"], { command: script(p) });
+      for (let i = 0; i < 3; i++) {
+        for (const name of ["sync-missing", "async-missing"]) expect((await fsop("stat", `${d.mnt}/${name}`)).code).toBe("ENOENT");
+      }
+      const count = (name: string) => d.stderr().split("\n").filter((l) => l === `fixture: lookup ${name}`).length;
+      // One LOOKUP each: the other two stats were answered from the kernel's negative entry.
+      expect(count("async-missing"), d.stderr()).toBe(1);
+      expect(count("sync-missing"), d.stderr()).toBe(1);
+      await stopClean(d);
+    });
   });
 }
 

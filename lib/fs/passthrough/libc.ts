@@ -4,12 +4,18 @@
 //
 // These calls are synchronous. They are all metadata operations that a local backing store
 // answers in microseconds; the bulk data path never comes here (it uses ctx.backingRead/Write).
-// Every wrapper returns the result or throws a FuseError carrying the real errno.
+//
+// Two kinds of wrapper:
+// - the hot path's (`…Raw`, statx in stat.ts): the result or `-errno`, nothing allocated. A
+//   negative LOOKUP is the most common metadata answer there is; building and throwing an
+//   Error for it cost more than the syscall. Names go into one of two reused buffers
+//   (`setName`), as their exact bytes (names are bytes: protocol/names.ts).
+// - the others: the result, or a thrown FuseError carrying the real errno.
 
-import { dlopen, FFIType, read } from "bun:ffi";
+import { dlopen, FFIType, read, toArrayBuffer } from "bun:ffi";
 import { readFileSync } from "node:fs";
 import { FuseError } from "../errors.ts";
-import { decodeName, nameToCString } from "../../protocol/names.ts";
+import { decodeName, encodeName, nameByteLength, nameToCString } from "../../protocol/names.ts";
 
 const { i32, u32, i64, u64, ptr, i64_fast } = FFIType;
 
@@ -37,14 +43,24 @@ const symbols = {
   open_by_handle_at: { args: [i32, ptr, i32], returns: i32 },
   getrlimit: { args: [i32, ptr], returns: i32 },
   setrlimit: { args: [i32, ptr], returns: i32 },
+  statx: { args: [i32, ptr, i32, u32, ptr], returns: i32 },
+  malloc: { args: [u64], returns: ptr },
+  unlinkat: { args: [i32, ptr, i32], returns: i32 },
+  mkdirat: { args: [i32, ptr, u32], returns: i32 },
+  symlinkat: { args: [ptr, i32, ptr], returns: i32 },
+  fchmodat: { args: [i32, ptr, u32, i32], returns: i32 },
+  faccessat: { args: [i32, ptr, i32, i32], returns: i32 },
+  truncate: { args: [ptr, i64], returns: i32 },
+  ftruncate: { args: [i32, i64], returns: i32 },
 } as const;
 
-type Libc = ReturnType<typeof dlopen<typeof symbols>>["symbols"];
+export type Libc = ReturnType<typeof dlopen<typeof symbols>>["symbols"];
 
 let lib: Libc | null = null;
 let errnoPtr = 0;
 
-function libc(): Libc {
+/** The loaded libc symbols (for the hot-path wrappers here and in stat.ts). */
+export function libc(): Libc {
   if (lib) return lib;
   let lastErr: unknown;
   for (const name of ["libc.so.6", "libc.so", `libc.musl-${process.arch === "arm64" ? "aarch64" : "x86_64"}.so.1`]) {
@@ -61,9 +77,15 @@ function libc(): Libc {
   return lib;
 }
 
-function errno(): number {
+/** errno of the last failed call (EIO if it is unusable). */
+export function errno(): number {
   const e = read.i32(errnoPtr as unknown as never, 0);
   return e > 0 && e < 512 ? e : 5; // EIO if errno is unusable
+}
+
+/** `rc` of a libc call: itself when ≥ 0, else -errno. */
+export function rawResult(rc: number): number {
+  return rc < 0 ? -errno() : rc;
 }
 
 function fail(what: string): never {
@@ -84,6 +106,121 @@ export function cstr(s: string): Buffer {
 }
 
 const EMPTY = Buffer.from([0]);
+
+// ---- reused name buffers (hot path) ---------------------------------------------------------
+// Two slots, so a call can take two names (renameat2, symlinkat: target + name). 8 KiB holds
+// any name the kernel sends (≤ 1024 bytes) and any symlink target (≤ 4095 bytes) with room for
+// the NUL; longer ones answer ENAMETOOLONG without a syscall.
+
+/**
+ * `size` bytes of native memory that never moves, and its address (bun:ffi takes a number for a
+ * pointer argument: no conversion per call). Not a JS typed array's own storage: the garbage
+ * collector may move a small one, and an address taken once would then point at stale memory
+ * (seen: statx of the wrong path, ENOTDIR for AT_EMPTY_PATH). Never freed (module lifetime).
+ */
+export function stableBuffer(size: number): { buf: Buffer; ptr: number } {
+  const p = Number(libc().malloc(size));
+  if (!p) throw new Error(`passthrough: malloc(${size}) failed`);
+  const buf = Buffer.from(toArrayBuffer(p as never, 0, size));
+  buf.fill(0);
+  return { buf, ptr: p };
+}
+
+const NAME_ROOM = 8192;
+const nameSlots = [stableBuffer(NAME_ROOM + 1), stableBuffer(NAME_ROOM + 1)] as const;
+const nameBufs = [nameSlots[0].buf, nameSlots[1].buf] as const;
+/** Addresses of the two name buffers. */
+const namePtrs = [nameSlots[0].ptr, nameSlots[1].ptr] as const;
+export const ENAMETOOLONG = 36;
+
+/**
+ * Put name `s` (its exact bytes, NUL-terminated) into name slot 0 or 1; the slot's address, or 0
+ * when it does not fit (answer -ENAMETOOLONG). Valid until the next setName on that slot.
+ */
+export function setName(slot: 0 | 1, s: string): number {
+  const b = nameBufs[slot];
+  let len: number;
+  if (s.length * 3 <= NAME_ROOM) len = encodeName(s, b, 0);
+  else if (nameByteLength(s) <= NAME_ROOM) len = encodeName(s, b, 0);
+  else return 0;
+  b[len] = 0;
+  return namePtrs[slot];
+}
+
+const PROC_FD = "/proc/self/fd/";
+const { buf: procBuf, ptr: procPtr } = stableBuffer(64);
+procBuf.write(PROC_FD, 0, "latin1");
+/** `/proc/self/fd/N` as a C string in a reused buffer (for calls that must follow the magic link). */
+export function procName(fd: number): number {
+  const end = PROC_FD.length + procBuf.write(String(fd), PROC_FD.length, "latin1");
+  procBuf[end] = 0;
+  return procPtr;
+}
+
+/** openat(dirfd, name at namePtr, flags, mode): a descriptor or -errno. */
+export function openatRaw(dirfd: number, namePtr: number, flags: number, mode: number): number {
+  return rawResult(libc().openat(dirfd, namePtr as never, flags, mode));
+}
+
+/** open("/proc/self/fd/N", flags): a real descriptor of what O_PATH descriptor N refers to, or -errno. */
+export function reopenRaw(fd: number, flags: number): number {
+  return rawResult(libc().openat(AT_FDCWD, procName(fd) as never, flags, 0));
+}
+
+/** unlinkat(dirfd, name, flags) (AT_REMOVEDIR for rmdir): 0 or -errno. */
+export function unlinkatRaw(dirfd: number, name: string, flags: number): number {
+  const p = setName(0, name);
+  return p ? rawResult(libc().unlinkat(dirfd, p as never, flags)) : -ENAMETOOLONG;
+}
+
+export function mkdiratRaw(dirfd: number, name: string, mode: number): number {
+  const p = setName(0, name);
+  return p ? rawResult(libc().mkdirat(dirfd, p as never, mode >>> 0)) : -ENAMETOOLONG;
+}
+
+export function symlinkatRaw(target: string, dirfd: number, name: string): number {
+  const t = setName(1, target), p = setName(0, name);
+  return t && p ? rawResult(libc().symlinkat(t as never, dirfd, p as never)) : -ENAMETOOLONG;
+}
+
+export function renameat2Raw(olddirfd: number, oldname: string, newdirfd: number, newname: string, flags: number): number {
+  const a = setName(0, oldname), b = setName(1, newname);
+  return a && b ? rawResult(libc().renameat2(olddirfd, a as never, newdirfd, b as never, flags)) : -ENAMETOOLONG;
+}
+
+export function mknodatRaw(dirfd: number, name: string, mode: number, rdev: number): number {
+  const p = setName(0, name);
+  return p ? rawResult(libc().mknodat(dirfd, p as never, mode >>> 0, rdev)) : -ENAMETOOLONG;
+}
+
+/** dup(fd): a new descriptor or -errno. */
+export function dupRaw(fd: number): number {
+  return rawResult(libc().dup(fd));
+}
+
+/** close(fd): 0 or -errno (never throws). */
+export function closeRaw(fd: number): number {
+  return rawResult(libc().close(fd));
+}
+
+/** chmod of what O_PATH descriptor `fd` refers to (through /proc: fchmod refuses O_PATH). */
+export function chmodFdRaw(fd: number, mode: number): number {
+  return rawResult(libc().fchmodat(AT_FDCWD, procName(fd) as never, mode >>> 0, 0));
+}
+
+/** access(2) (real ids) of what O_PATH descriptor `fd` refers to. */
+export function accessFdRaw(fd: number, mask: number): number {
+  return rawResult(libc().faccessat(AT_FDCWD, procName(fd) as never, mask, 0));
+}
+
+/** truncate of what O_PATH descriptor `fd` refers to (through /proc). */
+export function truncateFdRaw(fd: number, size: number): number {
+  return rawResult(libc().truncate(procName(fd) as never, size));
+}
+
+export function ftruncateRaw(fd: number, size: number): number {
+  return rawResult(libc().ftruncate(fd, size));
+}
 
 export const AT_FDCWD = -100;
 export const AT_SYMLINK_NOFOLLOW = 0x100;

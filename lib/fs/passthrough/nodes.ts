@@ -13,20 +13,21 @@
 //   or the request answers ESTALE. A node whose only known link went away (unlinked while open)
 //   is never evicted.
 //
-// Pins. A request that uses a descriptor across an await (node:fs calls run on the thread pool,
-// `/proc/self/fd/N/...` paths are resolved there) pins the node: a pinned descriptor is never
-// closed — not by eviction and not when the file is deleted or forgotten (that close is deferred
-// to the last unpin). Closing a descriptor number that a queued syscall still uses is what made
-// that syscall fail with EBADF, or act on whatever file got the number next (see
-// docs/NAMES-AND-DESCRIPTORS.md).
+// Pins. A request that holds a descriptor while something else may evict or close it pins the
+// node: a pinned descriptor is never closed — not by eviction and not when the file is deleted
+// or forgotten (that close is deferred to the last unpin). Closing a descriptor number that a
+// queued syscall still uses is what made that syscall fail with EBADF, or act on whatever file
+// got the number next (see docs/NAMES-AND-DESCRIPTORS.md). The passthrough's handlers are
+// synchronous now, so they pin only around calls that may shed the cache (EMFILE) or re-open
+// another node (a second descriptor) before the first is used.
 //
 // Descriptors held: root (always) + at most `budget` node descriptors, exceeded only while more
 // than `budget` nodes are pinned at once (one or two per request in flight).
 
-import { closeSync, fstatSync } from "node:fs";
 import { Errno, FuseError, errnoOf } from "../errors.ts";
 import type { Attr } from "../types.ts";
 import * as libc from "./libc.ts";
+import * as stat from "./stat.ts";
 
 const O_PATH = 0o10000000;
 const O_NOFOLLOW = 0o400000;
@@ -70,10 +71,11 @@ export class PassthroughNode {
   /** Never evict (no way to re-open it: unlinked while open). */
   noEvict = false;
   /**
-   * Birth time in ns (statx; 0n when the filesystem has none). A re-open by path checks it next
+   * Birth time (statx; both 0 when the filesystem has none). A re-open by path checks it next
    * to (st_dev, st_ino): ext4 hands a deleted file's inode number to the next new file at once.
    */
-  btime = 0n;
+  btimeSec = 0;
+  btimeNsec = 0;
   lruPrev: PassthroughNode | null = null;
   lruNext: PassthroughNode | null = null;
   inLru = false;
@@ -229,6 +231,33 @@ export class FdCache {
     }
   }
 
+  /**
+   * openat(dirfd, the name at namePtr (libc.setName), flags, mode) with the same shedding: a
+   * descriptor or -errno (-EMFILE/-ENFILE after one logged failure). Nothing thrown: the hot path.
+   */
+  openat(what: string, dirfd: number, namePtr: number, flags: number, mode: number): number {
+    let fd = libc.openatRaw(dirfd, namePtr, flags, mode);
+    if ((fd === -Errno.EMFILE || fd === -Errno.ENFILE) && this.shedSome()) fd = libc.openatRaw(dirfd, namePtr, flags, mode);
+    if (fd === -Errno.EMFILE || fd === -Errno.ENFILE) this.shortageOf(-fd, what);
+    return fd;
+  }
+
+  /** open("/proc/self/fd/N", flags) (a real descriptor of an O_PATH one) with the same shedding. */
+  reopenFd(what: string, fd: number, flags: number): number {
+    let r = libc.reopenRaw(fd, flags);
+    if ((r === -Errno.EMFILE || r === -Errno.ENFILE) && this.shedSome()) r = libc.reopenRaw(fd, flags);
+    if (r === -Errno.EMFILE || r === -Errno.ENFILE) this.shortageOf(-r, what);
+    return r;
+  }
+
+  /**
+   * A call that allocates a descriptor answered `rc`: if that is -EMFILE/-ENFILE, evict a slice
+   * of the cache and say whether to try once more.
+   */
+  makeRoom(rc: number): boolean {
+    return (rc === -Errno.EMFILE || rc === -Errno.ENFILE) && this.shedSome();
+  }
+
   withRoomSync<T>(what: string, open: () => T): T {
     try {
       return open();
@@ -247,6 +276,12 @@ export class FdCache {
   private shortage(e: unknown, what: string): unknown {
     const errno = errnoOf(e);
     if (errno !== Errno.EMFILE && errno !== Errno.ENFILE) return e;
+    this.shortageOf(errno, what);
+    return new FuseError(errno, `passthrough: ${what}: out of file descriptors`);
+  }
+
+  /** Count (and at most every 5 s log) a request answered EMFILE/ENFILE. */
+  shortageOf(errno: number, what: string): void {
     this.failures++;
     const now = Date.now();
     if (now - this.lastFailLog >= 5000) {
@@ -257,7 +292,6 @@ export class FdCache {
       this.lastFailLog = now;
       this.quietFailures = 0;
     } else this.quietFailures++;
-    return new FuseError(errno, `passthrough: ${what}: out of file descriptors`);
   }
 
   /** Evict up to an eighth of the budget (at least 8) to make room; whether any was closed. */
@@ -285,21 +319,21 @@ export class FdCache {
       if (!p) throw new FuseError("ESTALE", `passthrough: node ${n.id} was evicted and has no known path`);
       const pfd = this.pin(p);
       try {
-        fd = this.withRoomSync("re-open by path", () => libc.openat(pfd, n.name, O_PATH | O_NOFOLLOW | O_CLOEXEC));
-      } catch (e) {
-        if (errnoOf(e) === Errno.ENOENT) throw new FuseError("ESTALE", `passthrough: node ${n.id} is no longer at its last known path`);
-        throw e;
+        const name = libc.setName(0, n.name);
+        fd = name ? this.openat("re-open by path", pfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC, 0) : -libc.ENAMETOOLONG;
       } finally {
         this.unpin(p);
       }
-      let st;
-      try {
-        st = fstatSync(fd, { bigint: true });
-      } catch (e) {
+      if (fd === -Errno.ENOENT) throw new FuseError("ESTALE", `passthrough: node ${n.id} is no longer at its last known path`);
+      if (fd < 0) throw new FuseError(-fd, `passthrough: re-open of node ${n.id} by path: errno ${-fd}`);
+      const rc = stat.statFd(fd);
+      if (rc < 0) {
         closeQuiet(fd);
-        throw e;
+        throw new FuseError(-rc);
       }
-      if (Number(st.dev) !== n.dev || Number(st.ino) !== n.ino || (n.btime !== 0n && st.birthtimeNs !== n.btime)) {
+      const bs = stat.btimeSec(), bn = stat.btimeNsec();
+      const hasBirth = n.btimeSec !== 0 || n.btimeNsec !== 0;
+      if (stat.dev() !== n.dev || stat.ino() !== n.ino || (hasBirth && (bs !== n.btimeSec || bn !== n.btimeNsec))) {
         closeQuiet(fd);
         throw new FuseError("ESTALE", `passthrough: node ${n.id}: another file is at its last known path now`);
       }
@@ -389,9 +423,7 @@ function isFdShortage(e: unknown): boolean {
 }
 
 export function closeQuiet(fd: number): void {
-  try {
-    closeSync(fd);
-  } catch {}
+  libc.closeRaw(fd);
 }
 
 /**
