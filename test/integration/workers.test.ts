@@ -69,22 +69,7 @@ describe("--workers 2 over uring", () => {
       const clients = ["0", "1"].map((cpu) =>
         spawnBg(["taskset", "-c", cpu, "fio", "--name=c", `--filename=${d.mnt}/data`, "--rw=randread", "--bs=4k", "--direct=1",
           "--ioengine=sync", "--time_based", "--runtime=4", "--size=64M", "--readonly"], { timeoutMs: 60_000 }));
-      await sleep(1000);
-      if (how === "unmount") await run(["umount", "-l", d.mnt], { timeoutMs: 10_000 });
-      else if (how === "SIGTERM") d.proc.kill("SIGTERM");
-      else if (how === "kill -9") d.proc.kill("SIGKILL");
-      else await sh(`echo 1 > /sys/fs/fuse/connections/${d.connId}/abort`);
-      const ended = await Promise.all(clients.map((c) => Promise.race([c.done.then(() => true), sleep(20_000).then(() => false)])));
-      expect(noneInDState(clients.map((c) => c.proc.pid))).toBe(true);
-      expect(ended).toEqual([true, true]);
-      const exit = await d.waitExit(15_000);
-      expect(exit.exited).toBe(true);
-      if (how === "SIGTERM" || how === "unmount") expect(exit.code).toBe(0);
-      if (isMounted(d.mnt)) {
-        const r = await run([BUN, CLI, "unmount", d.mnt], { timeoutMs: 10_000 });
-        expect(r.code, fmt(r)).toBe(0);
-      }
-      expect(isMounted(d.mnt)).toBe(false);
+      await endUnderLoad(how, d, clients);
     }, 90_000);
   }
 
