@@ -7,7 +7,7 @@
 // (docs/KERNEL.md §5, unmounting from the owner thread). Daemons are started outside it.
 // cgroup v1 memory controller only; elsewhere dropCaches() falls back to drop_caches.
 
-import { existsSync, mkdirSync, readFileSync, rmdirSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmdirSync } from "node:fs";
 
 export interface ClientCgroup {
   dir: string;
@@ -16,6 +16,19 @@ export interface ClientCgroup {
 }
 
 let cached: ClientCgroup | null | undefined;
+const PREFIX = "fuse-uring-test-clients-";
+
+/** Earlier runs' cgroups that no process uses any more (bun test exits without "exit" handlers). */
+function removeStale(parent: string): void {
+  try {
+    for (const name of readdirSync(parent)) {
+      if (!name.startsWith(PREFIX)) continue;
+      try {
+        if (readFileSync(`${parent}/${name}/cgroup.procs`, "utf8").trim() === "") rmdirSync(`${parent}/${name}`);
+      } catch {}
+    }
+  } catch {}
+}
 
 /** The clients' memory cgroup, created on first use (root, cgroup v1 memory), else null. */
 export function clientCgroup(): ClientCgroup | null {
@@ -26,7 +39,9 @@ export function clientCgroup(): ClientCgroup | null {
     const line = readFileSync("/proc/self/cgroup", "utf8").split("\n").find((l) => /^\d+:memory:/.test(l));
     if (!line) return cached;
     const own = line.slice(line.indexOf(":memory:") + ":memory:".length).replace(/\/$/, "");
-    const dir = `/sys/fs/cgroup/memory${own}/fuse-uring-test-clients-${process.pid}`;
+    const parent = `/sys/fs/cgroup/memory${own}`;
+    removeStale(parent);
+    const dir = `${parent}/${PREFIX}${process.pid}`;
     if (!existsSync(dir)) mkdirSync(dir);
     const cg = { dir, procs: `${dir}/cgroup.procs`, forceEmpty: `${dir}/memory.force_empty` };
     if (!existsSync(cg.procs) || !existsSync(cg.forceEmpty)) return cached;
