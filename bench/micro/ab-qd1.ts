@@ -1,0 +1,52 @@
+// A/B of two checkouts: daemon CPU per request and IOPS, fio 4 KiB O_DIRECT randread QD1.
+// Interleaves the checkouts round by round (the machine is shared and noisy: compare medians).
+//
+//   bun bench/micro/ab-qd1.ts memfs|passthrough JOBS ROUNDS CHECKOUT_A CHECKOUT_B …
+//
+// Each checkout needs its own `bash scripts/setup.sh` (node_modules and the shim). Root.
+import { spawn, spawnSync } from "bun";
+import { mkdtempSync, readFileSync } from "node:fs";
+
+const [fsKind, jobs, rounds, ...trees] = process.argv.slice(2);
+if (!fsKind || !jobs || !rounds || trees.length === 0) {
+  console.error("usage: bun bench/micro/ab-qd1.ts memfs|passthrough JOBS ROUNDS CHECKOUT…");
+  process.exit(2);
+}
+const ticksOf = (pid: number) => {
+  const s = readFileSync(`/proc/${pid}/stat`, "utf8");
+  const f = s.slice(s.lastIndexOf(")") + 2).split(" ");
+  return Number(f[11]) + Number(f[12]); // utime + stime, 1/100 s
+};
+const results: Record<string, { iops: number; cpu: number }[]> = {};
+for (let r = 0; r < Number(rounds); r++) {
+  for (const tree of trees) {
+    const mnt = mkdtempSync("/tmp/ab-mnt-");
+    const src = mkdtempSync("/tmp/ab-src-");
+    spawnSync(["mount", "-t", "tmpfs", "-o", "size=300M", "tmpfs", src]);
+    const args = fsKind === "memfs" ? ["--memfs"] : ["--passthrough", src];
+    const d = spawn([`${tree}/node_modules/.bin/bun`, `${tree}/bin/fuse-uring.ts`, "mount", ...args, mnt, "--transport", "uring"], { stderr: "pipe", stdout: "ignore" });
+    const rd = d.stderr.getReader();
+    let err = "";
+    while (!err.includes("mounted")) {
+      const { value, done } = await rd.read();
+      if (done) throw new Error(`daemon of ${tree} exited: ${err}`);
+      err += new TextDecoder().decode(value);
+    }
+    spawnSync(["dd", "if=/dev/urandom", `of=${mnt}/f`, "bs=1M", "count=64", "status=none"]);
+    const t0 = ticksOf(d.pid);
+    const fio = spawnSync(["fio", "--name=q", `--filename=${mnt}/f`, "--rw=randread", "--bs=4k", "--direct=1", "--ioengine=sync", `--numjobs=${jobs}`,
+      "--time_based", "--runtime=4", "--size=64M", "--group_reporting", "--output-format=json"]);
+    const t1 = ticksOf(d.pid);
+    const read = JSON.parse(fio.stdout.toString()).jobs[0].read;
+    (results[tree] ??= []).push({ iops: Math.round(read.iops), cpu: ((t1 - t0) * 10_000) / read.total_ios });
+    d.kill("SIGTERM");
+    await d.exited;
+    spawnSync(["umount", src]);
+    spawnSync(["rmdir", src, mnt]);
+  }
+}
+const median = (a: number[]) => [...a].sort((x, y) => x - y)[Math.floor(a.length / 2)]!;
+for (const [tree, rs] of Object.entries(results)) {
+  console.log(`${tree}: IOPS ${rs.map((r) => r.iops).join(", ")} (median ${median(rs.map((r) => r.iops))}); ` +
+    `daemon CPU µs/request ${rs.map((r) => r.cpu.toFixed(1)).join(", ")} (median ${median(rs.map((r) => r.cpu)).toFixed(1)})`);
+}
