@@ -18,16 +18,12 @@ import { S_IFDIR, S_IFLNK, S_IFMT, S_IFREG } from "../fs/types.ts";
 import { nowTimespec } from "../fs/attr.ts";
 import { decodeName } from "../protocol/names.ts";
 import { checkName, contentBytes, contentLength, describe, hasSize, toAttr, toTimespec, typeOf, type StatDefaults } from "./stat.ts";
-import { applySize, BackingFile, checkDescriptor, notDirectory, type BackedSize } from "./backing.ts";
+import { applySize, BackingFile, checkDescriptor, notDirectory, O_ACCMODE, O_RDONLY, O_TRUNC, O_WRONLY, type BackedSize } from "./backing.ts";
 import { isBacked, isOpened, type Backed, type Content, type DirEntryLike, type PathFSOptions, type PathHandlers, type StatLike } from "./types.ts";
 
 export const PATHFS: unique symbol = Symbol.for("fuse-uring.pathfs");
 
 const ROOT = 1;
-const O_ACCMODE = 3;
-const O_RDONLY = 0;
-const O_WRONLY = 1;
-const O_TRUNC = 0o1000;
 const RENAME_NOREPLACE = 1;
 
 class Node {

@@ -14,7 +14,7 @@ import { join } from "node:path";
 import {
   BUN, CLI, PYTHON, TRANSPORTS,
   cleanupAfterEach, fmt, fuseTest, isMounted, mountTmpfsSource, noneInDState, readStats, run, sha256, sha256sum, sh, shOk, sleep,
-  spawnBg, startDaemon, transportHooks, unmountTmpfsSource, unmountTmpfsSources,
+  spawnBg, startDaemon, transportHooks, unmountTmpfsSource, unmountTmpfsSources, type Stats,
 } from "../helpers/index.ts";
 
 const MiB = 1 << 20;
@@ -29,6 +29,21 @@ function ptCommand(src: string): (mnt: string, args: string[]) => string[] {
 
 /** A per-run scratch file (runs of this file at once must not overwrite each other's payload). */
 const PAYLOAD = join(mkdtempSync("/tmp/fuse-uring-dp-payload-"), "payload");
+
+/**
+ * 3 s of fio 4 KiB O_DIRECT random reads, QD1 × 2 jobs, on a 16 MiB file of `mnt`: the stats
+ * before (once `counter` moved, i.e. the daemon's stats file reflects served requests) and
+ * after (once the 1 s stats interval caught up).
+ */
+async function steadyQd1Load(mnt: string, stats: string, counter: "ringRequests" | "nativeRequests"): Promise<{ before: Stats; after: Stats }> {
+  await shOk(`head -c 16M /dev/urandom > "$1/f"`, [mnt]);
+  const before = await readStats(stats, { until: (x) => Number(x[counter]) > 0 });
+  const r = await run(["fio", "--name=q", `--filename=${mnt}/f`, "--rw=randread", "--bs=4k", "--direct=1", "--ioengine=sync",
+    "--numjobs=2", "--time_based", "--runtime=3", "--size=16M", "--group_reporting"], { timeoutMs: 60_000 });
+  expect(r.code, fmt(r)).toBe(0);
+  await sleep(1200);
+  return { before, after: await readStats(stats) };
+}
 
 function statsPath(): string {
   return join(mkdtempSync("/tmp/fuse-uring-dp-stats-"), "stats.json");
@@ -224,13 +239,7 @@ describe("ring engine counters", () => {
     const stats = statsPath();
     // About the single-thread engine: pinned to one thread also in the FUSE_TEST_WORKERS pass.
     const d = await startDaemon(["--transport", "uring", "--workers", "1", "--stats-file", stats]);
-    await shOk(`head -c 16M /dev/urandom > "$1/f"`, [d.mnt]);
-    const before = await readStats(stats, { until: (x) => Number(x.ringRequests) > 0 });
-    const r = await run(["fio", "--name=q", `--filename=${d.mnt}/f`, "--rw=randread", "--bs=4k", "--direct=1", "--ioengine=sync",
-      "--numjobs=2", "--time_based", "--runtime=3", "--size=16M", "--group_reporting"], { timeoutMs: 60_000 });
-    expect(r.code, fmt(r)).toBe(0);
-    await sleep(1200);
-    const after = await readStats(stats);
+    const { before, after } = await steadyQd1Load(d.mnt, stats, "ringRequests");
     const reqs = Number(after.ringRequests) - Number(before.ringRequests);
     const wakeups = Number(after.wakeups) - Number(before.wakeups);
     const enters = Number(after.enters) - Number(before.enters);
@@ -251,13 +260,7 @@ describe("ring engine counters", () => {
     const stats = statsPath();
     try {
       const d = await startDaemon(["--transport", "uring", "--stats-file", stats], { command: ptCommand(src) });
-      await shOk(`head -c 16M /dev/urandom > "$1/f"`, [d.mnt]);
-      const before = await readStats(stats, { until: (x) => Number(x.nativeRequests) > 0 });
-      const r = await run(["fio", "--name=q", `--filename=${d.mnt}/f`, "--rw=randread", "--bs=4k", "--direct=1", "--ioengine=sync",
-        "--numjobs=2", "--time_based", "--runtime=3", "--size=16M", "--group_reporting"], { timeoutMs: 60_000 });
-      expect(r.code, fmt(r)).toBe(0);
-      await sleep(1200);
-      const after = await readStats(stats);
+      const { before, after } = await steadyQd1Load(d.mnt, stats, "nativeRequests");
       const reqs = Number(after.nativeRequests) - Number(before.nativeRequests);
       const wakeups = Number(after.wakeups) - Number(before.wakeups);
       expect(reqs).toBeGreaterThan(3000);
