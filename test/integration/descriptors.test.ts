@@ -182,7 +182,12 @@ print(json.dumps(out))
     expect(lines.length).toBeLessThanOrEqual(2);
     expect(lines[0]).toContain("answered EMFILE");
     expect(d.stderr()).not.toContain("answered EIO");
-    const st = (await readStats(statsFile)) as unknown as { descriptors: Descriptors };
+    // The stats file is rewritten once a second: wait for the one that saw the shedding.
+    const shedSeen = (x: Record<string, unknown>) => {
+      const ds = x.descriptors as Descriptors | undefined;
+      return !!ds && ds.shed > 0 && ds.failures >= 1;
+    };
+    const st = (await readStats(statsFile, { until: shedSeen })) as unknown as { descriptors: Descriptors };
     expect(st.descriptors.shed).toBeGreaterThan(0); // EMFILE from the system → evict, retry
     expect(st.descriptors.maxHeld).toBeLessThan(LIMIT);
     expect(st.descriptors.failures).toBeGreaterThanOrEqual(1);
