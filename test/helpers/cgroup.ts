@@ -18,11 +18,14 @@ export interface ClientCgroup {
 let cached: ClientCgroup | null | undefined;
 const PREFIX = "fuse-uring-test-clients-";
 
-/** Earlier runs' cgroups that no process uses any more (bun test exits without "exit" handlers). */
+/**
+ * Earlier runs' cgroups (bun test exits without running "exit" handlers): only those whose test
+ * process is gone and that hold no process — another run's cgroup is empty between its tests.
+ */
 function removeStale(parent: string): void {
   try {
     for (const name of readdirSync(parent)) {
-      if (!name.startsWith(PREFIX)) continue;
+      if (!name.startsWith(PREFIX) || existsSync(`/proc/${name.slice(PREFIX.length)}`)) continue;
       try {
         if (readFileSync(`${parent}/${name}/cgroup.procs`, "utf8").trim() === "") rmdirSync(`${parent}/${name}`);
       } catch {}
@@ -60,5 +63,6 @@ export function clientCgroup(): ClientCgroup | null {
 /** `cmd` started inside the clients' cgroup (same pid: the shell execs it). */
 export function inClientCgroup(cmd: string[]): string[] {
   const cg = clientCgroup();
-  return cg ? ["sh", "-c", 'echo $$ > "$0" && exec "$@"', cg.procs, ...cmd] : cmd;
+  // Joining is best effort: the command runs even if the cgroup is gone (its caches then stay).
+  return cg ? ["sh", "-c", 'echo $$ > "$0" 2>/dev/null; exec "$@"', cg.procs, ...cmd] : cmd;
 }
