@@ -28,11 +28,15 @@ export interface LoadScriptOptions {
   /** Extra arguments for the script's default-export function. */
   args?: string[];
   mountpoint?: string;
+  /** Passed through to ScriptContext.shared (a worker copy of a filesystem with shared state). */
+  shared?: unknown;
 }
 
 /** What a default-export function (and a reload hook) receives. */
 export interface ScriptContext {
   args: string[];
+  /** A worker copy of a filesystem with shared state: InodeFS.copies()'s `shared`. */
+  shared?: unknown;
   mountpoint?: string;
   /** Aborted when this version is replaced by a hot reload (`--watch`): stop its timers there. */
   signal?: AbortSignal;
@@ -212,6 +216,7 @@ export function hashFiles(files: Iterable<string>): Map<string, number | bigint>
 async function evaluate(mod: Record<string, unknown>, file: string, options: LoadScriptOptions, modules: string[], previous?: ScriptVersion): Promise<Omit<ScriptVersion, "hashes">> {
   const controller = new AbortController();
   const ctx: ScriptContext = { args: options.args ?? [], mountpoint: options.mountpoint, signal: controller.signal };
+  if (options.shared !== undefined) ctx.shared = options.shared;
   const hook = previous ? reloadHookOf(mod) : undefined;
   if (previous && !hook) {
     const why = needsHook(previous.fs, null);

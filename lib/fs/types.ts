@@ -147,6 +147,24 @@ export interface CreateReply {
   open: OpenReply | number;
 }
 
+/** What each worker loads to run its copy of a filesystem (InodeFS.copies). */
+export interface CopiesPlan {
+  /**
+   * Module every worker loads (absolute path): its default export is a function that receives
+   * `{ args, mountpoint, shared }` (lib/script.ts ScriptContext) and returns an InodeFS with
+   * `replicable: true`.
+   */
+  module: string;
+  args?: string[];
+  /** Structured-cloneable; SharedArrayBuffers in it stay shared with every copy. */
+  shared?: unknown;
+  /**
+   * true: the copies share one state, so FORGET and BATCH_FORGET are applied once, by the main
+   * thread's instance (the object given to mount()), instead of by every copy.
+   */
+  sharedState?: boolean;
+}
+
 /** The inode filesystem interface. Node id 1 is the root. */
 export interface InodeFS {
   /**
@@ -157,6 +175,13 @@ export interface InodeFS {
    * forward every request the native data plane does not answer (forwarding mode).
    */
   replicable?: boolean;
+  /**
+   * How to run this filesystem as one copy per worker thread (`--workers N`), or null for
+   * forwarding mode. For filesystems that share their state between copies (SharedArrayBuffers)
+   * instead of computing everything from the request, as the built-in memfs and passthrough do.
+   * Called once, on the main thread, before the workers start.
+   */
+  copies?(): CopiesPlan | null;
   init?(info: InitInfo): void | Promise<void>;
   destroy?(): void | Promise<void>;
 

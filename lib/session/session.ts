@@ -6,7 +6,7 @@
 import { JSCallback } from "bun:ffi";
 import { existsSync, readFileSync, write as fsWrite } from "node:fs";
 import { errnoName, errnoOf, Errno, FuseError } from "../fs/errors.ts";
-import type { InitInfo, InodeFS } from "../fs/types.ts";
+import type { CopiesPlan, InitInfo, InodeFS } from "../fs/types.ts";
 import { native } from "../native.ts";
 import { decodeInitIn, encodeInitOut, getU64, INIT_OUT_SIZE } from "../protocol/codec.ts";
 import {
@@ -233,6 +233,8 @@ export class Session implements Sink, ReplyObserver {
   readonly opts: SessionOptions;
   private classic: ClassicSource | null = null;
   private pool: WorkerPool | null = null;
+  /** Copies mode over one shared state (InodeFS.copies sharedState): FORGET is applied here only. */
+  private sharedCopies = false;
   private uring: UringSource | null = null;
   /** Forwarding mode: one source per worker, over that worker's ring entries. */
   private forwarded: ForwardedSource[] = [];
@@ -309,6 +311,19 @@ export class Session implements Sink, ReplyObserver {
     if (this.opts.workers > 1) {
       // Copies only of a module that says its copies answer alike; anything else is served here.
       if (this.opts.workerModule && fs.replicable !== true) this.opts.workerModule = null;
+      // A filesystem that can run as copies over shared state (the built-in memfs, passthrough).
+      if (!this.opts.workerModule && fs.copies) {
+        let plan: CopiesPlan | null = null;
+        try {
+          plan = fs.copies();
+        } catch (e) {
+          this.opts.log(`fuse-uring: the filesystem cannot run as copies (${e instanceof Error ? e.message : String(e)}); forwarding to this thread instead`);
+        }
+        if (plan) {
+          this.opts.workerModule = { path: plan.module, args: plan.args ?? [], shared: plan.shared };
+          this.sharedCopies = plan.sharedState === true;
+        }
+      }
       this.pool = new WorkerPool(this.opts.workers, this.opts.log, !this.opts.workerModule);
     }
     this.classic = new ClassicSource(this, {
@@ -430,7 +445,8 @@ export class Session implements Sink, ReplyObserver {
 
   /** FORGET from the main thread's reader (worker sessions get them forwarded). */
   private forget(nodeid: number, nlookup: number): void {
-    if (!this.forwarding) this.pool?.forget([nodeid, nlookup]);
+    // Copies that share one state get it once, here (this thread's instance shares it too).
+    if (!this.forwarding && !this.sharedCopies) this.pool?.forget([nodeid, nlookup]);
     this.forgetNode(nodeid, nlookup);
   }
 
@@ -646,7 +662,7 @@ export class Session implements Sink, ReplyObserver {
           ? "kernel offered FUSE_OVER_IO_URING"
           : this.pool.forwarding
             ? `kernel offered FUSE_OVER_IO_URING; ${this.pool.count} worker threads, forwarding (native data plane on the workers, handlers on the main thread)`
-            : `kernel offered FUSE_OVER_IO_URING; ${this.pool.count} worker threads, copies (one copy of the replicable script per worker)`;
+            : `kernel offered FUSE_OVER_IO_URING; ${this.pool.count} worker threads, copies (one copy of the filesystem per worker)`;
       }
     }
     if (o.transport === "uring" && !ringUp) {

@@ -19,7 +19,7 @@ let forward: ForwardEngine | null = null;
 let fs: InodeFS | null = null;
 /** The loaded module (hot reload loads the next one from it) and a prepared next version. */
 let version: ScriptVersion | null = null;
-let loadOptions: { args: string[]; mountpoint?: string } | null = null;
+let loadOptions: { args: string[]; mountpoint?: string; shared?: unknown } | null = null;
 let pending: ScriptVersion | null = null;
 let statsTimer: ReturnType<typeof setInterval> | null = null;
 
@@ -43,7 +43,7 @@ async function handle(m: ToWorker): Promise<void> {
         return post({ type: "loaded" });
       }
       try {
-        loadOptions = { args: m.module.args, mountpoint: m.module.mountpoint };
+        loadOptions = { args: m.module.args, mountpoint: m.module.mountpoint, shared: m.module.shared };
         version = await loadScriptVersion(m.module.path, loadOptions);
         fs = version.fs;
       } catch (e) {

@@ -1,7 +1,8 @@
 // Multi-core serving (`--workers N`): N Bun Workers, each owning the io_uring of a share of the
 // kernel's queues (queue q → worker q mod N). Two modes:
 //
-// - copies: a script that declares `replicable: true` is loaded once per worker, and each
+// - copies: a script that declares `replicable: true` (or the module a filesystem's `copies()`
+//   names, with state shared through SharedArrayBuffers) is loaded once per worker, and each
 //   worker is a complete ring engine: it reaps, handles and answers its requests on its own
 //   thread (lib/transport/uring.ts). Every copy must answer every request the same way (node
 //   ids and file handles computed, not counted per copy). The main thread keeps the /dev/fuse
@@ -20,6 +21,8 @@ export interface WorkerModule {
   path: string;
   args: string[];
   mountpoint?: string;
+  /** InodeFS.copies()'s shared state (SharedArrayBuffers stay shared). */
+  shared?: unknown;
 }
 
 /** The ring plan for one worker (all plain data: it crosses postMessage). */

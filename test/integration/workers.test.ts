@@ -11,7 +11,7 @@ import { randomBytes } from "node:crypto";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import {
-  BUN, CLI, REPO, cleanupAfterEach, noneInDState, fmt, fuseTest, isMounted, makeMountpoint, mountTmpfsSource, readStats, run, sh, shOk, sleep, spawnBg,
+  BUN, CLI, REPO, cleanupAfterEach, dropCaches, noneInDState, fmt, fuseTest, isMounted, makeMountpoint, mountTmpfsSource, readStats, run, sh, shOk, sleep, spawnBg,
   scratchDirs, startDaemon, transportHooks, unmountTmpfsSources, type Stats,
 } from "../helpers/index.ts";
 
@@ -241,4 +241,38 @@ describe("--workers 2 forwarding (filesystems that stay on the main thread)", ()
       await endUnderLoad(how, d, clients);
     }, 90_000);
   }
+});
+
+describe("--workers 2 copies over one shared state (InodeFS.copies)", () => {
+  transportHooks("uring");
+  cleanupAfterEach();
+  const SHARED = join(REPO, "test", "fixtures", "shared-copies-fs.ts");
+
+  fuseTest("every copy sees the state the others changed; FORGET is applied once, by the main thread", async () => {
+    const mnt = makeMountpoint();
+    const stats = statsPath(mnt);
+    const d = await startDaemon(["--transport", "uring", "--workers", "2", "--stats-file", stats], { mnt, command: scriptCommand(SHARED) });
+    expect(d.readyLine).toContain("2 worker threads, copies");
+    // READs of /count alternate between the CPUs: one counter across both copies.
+    const seen: number[] = [];
+    for (let i = 0; i < 6; i++) {
+      const cpu = String(i % 2);
+      expect(await shOk(`taskset -c ${cpu} cat "$1/thread"`, [d.mnt])).toBe("worker\n");
+      seen.push(Number(await shOk(`taskset -c ${cpu} cat "$1/count"`, [d.mnt])));
+    }
+    expect(seen).toEqual([1, 2, 3, 4, 5, 6]);
+    // 200 fresh nodes looked up, then the clients' caches dropped: the kernel FORGETs them.
+    await shOk(`for i in $(seq 1 200); do stat "$1/n$i" >/dev/null; done`, [d.mnt]);
+    await dropCaches();
+    const s = await readStats(stats, { until: (x) => Number(x.forgets) >= 100 });
+    const applied = Number(await shOk(`cat "$1/forgets"`, [d.mnt]));
+    // References given back, applied once each: at most the 200 fresh nodes' plus the ~20 lookups
+    // of /thread and /count. Broadcast to the main thread and both copies it would be ≥ 3 × 100.
+    expect(applied).toBeGreaterThanOrEqual(100);
+    expect(applied).toBeLessThanOrEqual(230);
+    const threads = s.threads as { thread: string; requests: number }[];
+    expect(threads.filter((t) => t.thread.startsWith("worker") && t.requests > 0).length).toBe(2);
+    expect(Number(s.forwarded ?? 0)).toBe(0);
+    expect(await d.stop("SIGTERM")).toBe(0);
+  }, 60_000);
 });
