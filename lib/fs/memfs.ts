@@ -1,8 +1,10 @@
 // An in-memory filesystem with tmpfs-like POSIX behaviour, implementing the InodeFS interface.
 //
-// Files are sparse: data lives in 64 KiB chunks (Map<chunk index, Uint8Array>); a chunk holds the
-// first `length` bytes of its 64 KiB window (length a multiple of 4096 that grows on demand), so
-// small files cost a page, and holes cost nothing. Invariant: every stored byte at or past the file
+// Files are sparse: data lives in 64 KiB chunks (Map<chunk index, page list>); a chunk holds the
+// first `pages × 4096` bytes of its 64 KiB window (grows a page at a time on demand), so small
+// files cost a page, and holes cost nothing. The pages are in SharedArrayBuffers
+// (memfs-pages.ts), which is what lets `--workers N` run one copy of memfs per worker over one
+// state (copies(), memfs-shared.ts). Invariant: every stored byte at or past the file
 // size is zero, so growing a file never exposes old data.
 //
 // Directories keep entries in a Map (O(1) by name) plus a cookie-ordered list for readdir: each
@@ -13,13 +15,16 @@
 // Lifetime: a node is freed when nlink == 0, its lookup count (references handed to the kernel)
 // is 0 and no file handle is open on it. Node ids are never reused.
 
+import { existsSync } from "node:fs";
 import { nameByteLength } from "../protocol/names.ts";
+import { createSharedLog, Replicator, type SharedLog } from "./memfs-shared.ts";
 import { FuseError, type ErrnoName } from "./errors.ts";
 import type {
-  Attr, CreateReply, DirFiller, Entry, InodeFS, OpenReply, RequestContext, SetattrChanges, Statfs,
+  Attr, CopiesPlan, CreateReply, DirFiller, Entry, InodeFS, OpenReply, RequestContext, SetattrChanges, Statfs,
 } from "./types.ts";
 import { S_IFBLK, S_IFCHR, S_IFDIR, S_IFIFO, S_IFLNK, S_IFMT, S_IFREG, S_IFSOCK } from "./types.ts";
 import { nowTimespec } from "./attr.ts";
+import { PAGE, PageStore, SEG_PAGES, pageOffset } from "./memfs-pages.ts";
 import { totalmem } from "node:os";
 
 export interface MemFSOptions {
@@ -35,7 +40,6 @@ export interface MemFSOptions {
 }
 
 export const CHUNK_SIZE = 65536;
-const PAGE = 4096;
 const BOGO_DIRENT_SIZE = 20; // tmpfs reports a directory's size as 20 bytes per entry (+2 for . and ..)
 const NAME_MAX = 255;
 const PATH_MAX = 4096;
@@ -140,7 +144,7 @@ class Node {
   /** Directories: the containing directory (root: null). */
   parent: Node | null = null;
   dir: Dir | null = null;
-  chunks: Map<number, Uint8Array> | null = null;
+  chunks: Map<number, Chunk> | null = null;
   /** Bytes allocated in chunks. */
   allocated = 0;
   target: string | null = null;
@@ -162,6 +166,64 @@ class Node {
     return (this.mode & S_IFMT) === S_IFREG;
   }
 }
+
+/** What copies() shares with the workers' copies (structured-cloneable). */
+export interface MemShared {
+  kind: "memfs-shared-v1";
+  options: Required<MemFSOptions>;
+  /** The root's mode, uid, gid, lookups and time stamps when the state became shared. */
+  root: [number, number, number, number, number, number, number, number, number, number];
+  log: SharedLog;
+  segs: SharedArrayBuffer[];
+}
+
+/** The module each worker loads for its copy. */
+const COPY_MODULE = new URL("./memfs-copy.ts", import.meta.url).pathname;
+/** Address space set aside for file data, at most (1 GiB segments): 1 TiB. */
+const MAX_SEGMENTS = 1024;
+/** readdirplus references one READDIR may hand out in copies mode. */
+const MAX_PLUS = 4096;
+
+// Log entry kinds (memfs-shared.ts frames them).
+const OP_LOOKUP = 1;
+const OP_FORGET = 2;
+const OP_WRITE = 3;
+const OP_ATIME = 4;
+const OP_OPEN = 5;
+const OP_RELEASE = 6;
+const OP_READDIR = 7;
+const OP_JSON = 8;
+
+const READ_ONLY_OPS = ["getattr", "getxattr", "listxattr", "access", "statfs", "lseek", "flush", "fsync", "fsyncdir"] as const;
+const JSON_OPS = [
+  "setattr", "symlink", "mknod", "mkdir", "unlink", "rmdir", "rename", "link", "create", "opendir",
+  "setxattr", "removexattr", "fallocate", "copyFileRange",
+] as const;
+
+/** The caller of a replayed operation (only uid/gid matter to memfs). */
+const REPLAY_CTX = { uid: 0, gid: 0, pid: 0 } as unknown as RequestContext;
+/** A replayed WRITE's data: only its length is used (the bytes are in the page store already). */
+const REPLAY_DATA = { length: 0 };
+const JSON_ENCODER = new TextEncoder();
+const JSON_DECODER = new TextDecoder();
+
+function encodeJsonOp(m: string, ctx: RequestContext, args: unknown[]): Uint8Array {
+  const json = JSON.stringify([m, ctx?.uid ?? 0, ctx?.gid ?? 0, ...args], (_k, v: unknown) =>
+    v instanceof Uint8Array ? { $bytes: Buffer.from(v.buffer, v.byteOffset, v.byteLength).toString("base64") } : v,
+  );
+  return JSON_ENCODER.encode(json);
+}
+
+function reviveBytes(_k: string, v: unknown): unknown {
+  if (v && typeof v === "object" && typeof (v as { $bytes?: unknown }).$bytes === "string") {
+    return new Uint8Array(Buffer.from((v as { $bytes: string }).$bytes, "base64"));
+  }
+  return v;
+}
+
+/** A chunk: its pages, in order from the start of its 64 KiB window. */
+type Chunk = number[];
+type RegNode = Node & { chunks: Map<number, Chunk> };
 
 interface Handle {
   node: Node;
@@ -202,8 +264,25 @@ export class MemFS implements InodeFS {
   private used = 0;
   private inodeCount = 0;
   readonly root: Node;
+  /** File data (memfs-pages.ts). */
+  protected readonly store: PageStore;
+  /** The current operation's time (now()); null: not read yet. */
+  protected opTime: [number, number] | null = null;
+  /** Set when an operation changed state that reads may change (atime, readdirplus references). */
+  protected changed = false;
+  /** Replaying another copy's operation: bookkeeping only, the bytes are already in place. */
+  protected replaying = false;
+  /** The options this filesystem was made with, resolved (what a copy is made with). */
+  protected readonly resolved: Required<MemFSOptions>;
+  /** Shared state (copies()): every operation goes through the shared log. */
+  protected rep: Replicator | null = null;
+  private plan: CopiesPlan | null = null;
+  /** readdirplus: the nodes that got a reference in this operation (logged). */
+  protected plusRefs: number[] | null = null;
+  /** A copy made by replica() (a worker's): `--workers` loads it as a replicable filesystem. */
+  replicable?: boolean;
 
-  constructor(options: MemFSOptions = {}) {
+  constructor(options: MemFSOptions = {}, shared?: SharedArrayBuffer[]) {
     const maxBytes = options.maxBytes ?? Math.floor(totalmem() / 2 / PAGE) * PAGE;
     const maxInodes = options.maxInodes ?? Math.max(1024, Math.floor(totalmem() / 8192));
     if (!(maxBytes >= 0) || !Number.isSafeInteger(maxBytes)) throw new RangeError("memfs: maxBytes must be a non-negative integer");
@@ -212,6 +291,8 @@ export class MemFS implements InodeFS {
     this.maxInodes = maxInodes;
     const uid = options.uid ?? (typeof process.getuid === "function" ? process.getuid() : 0);
     const gid = options.gid ?? (typeof process.getgid === "function" ? process.getgid() : 0);
+    this.resolved = { maxBytes, maxInodes, uid, gid, rootMode: options.rootMode ?? 0o755 };
+    this.store = new PageStore(Math.floor(maxBytes / PAGE), shared);
     const root = new Node(ROOT, S_IFDIR | ((options.rootMode ?? 0o755) & 0o7777), 2, uid, gid);
     root.dir = new Dir();
     root.size = 2 * BOGO_DIRENT_SIZE;
@@ -219,6 +300,313 @@ export class MemFS implements InodeFS {
     this.nodes.set(ROOT, root);
     this.inodeCount = 1;
     this.root = root;
+  }
+
+  // ---- copies over one shared state (--workers N) -------------------------------------------
+
+  /**
+   * Run as one copy per worker thread over this filesystem's state (see memfs-shared.ts). This
+   * instance becomes a copy too (the main thread's). Null (forwarding mode) for a subclass (its
+   * overrides would not run in the workers' copies), for a filesystem that already served
+   * operations, and for a maxBytes larger than the address space set aside for it. A wrapper
+   * that changes what memfs answers must not pass this method on.
+   */
+  copies(): CopiesPlan | null {
+    if (this.plan) return this.plan;
+    if (Object.getPrototypeOf(this) !== MemFS.prototype) return null;
+    const r = this.root;
+    if (this.nextIno !== ROOT + 1 || this.nextFh !== 1 || this.store.high !== 0 || r.xattrs || r.dir!.list.length > 0) return null;
+    if (Math.ceil(this.store.maxPages / SEG_PAGES) > MAX_SEGMENTS) return null;
+    if (!existsSync(COPY_MODULE)) return null;
+    const shared: MemShared = {
+      kind: "memfs-shared-v1",
+      options: this.resolved,
+      root: [r.mode, r.uid, r.gid, r.lookups, r.atime, r.atimeNsec, r.mtime, r.mtimeNsec, r.ctime, r.ctimeNsec],
+      log: createSharedLog(),
+      segs: this.store.reserveAll(),
+    };
+    this.share(shared.log);
+    this.plan = { module: COPY_MODULE, shared, sharedState: true };
+    return this.plan;
+  }
+
+  /** A copy of the filesystem whose copies() made `shared` (in a worker). */
+  static replica(shared: MemShared): MemFS {
+    if (!shared || shared.kind !== "memfs-shared-v1") throw new Error("memfs: not the shared state of a memfs (copies())");
+    const fs = new MemFS(shared.options, shared.segs);
+    const r = fs.root;
+    [r.mode, r.uid, r.gid, r.lookups, r.atime, r.atimeNsec, r.mtime, r.mtimeNsec, r.ctime, r.ctimeNsec] = shared.root;
+    fs.share(shared.log);
+    fs.replicable = true;
+    return fs;
+  }
+
+  /** Leave the shared state (a copy that stops serving); the others go on. */
+  destroy(): void {
+    this.rep?.close();
+  }
+
+  /** Wait for the lock and apply what the other copies did (diagnostics and tests). */
+  sync(): void {
+    if (!this.rep) return;
+    this.rep.lock();
+    this.rep.unlock();
+  }
+
+  /** Everything a copy's state is made of, as text (tests compare copies with it). */
+  dumpState(): string {
+    this.sync();
+    const out: unknown[] = [this.nextIno, this.nextFh, this.used, this.inodeCount, this.store.high, this.store.freeCount];
+    for (const [ino, n] of this.nodes) {
+      out.push([
+        ino, n.mode, n.nlink, n.uid, n.gid, n.rdev, n.size, n.atime, n.atimeNsec, n.mtime, n.mtimeNsec, n.ctime, n.ctimeNsec,
+        n.lookups, n.opens, n.parent?.ino ?? null, n.allocated, n.target,
+        n.dir ? [n.dir.nextCookie, n.dir.list.filter((e) => e.live).map((e) => [e.name, e.node.ino, e.cookie])] : null,
+        n.chunks ? [...n.chunks] : null,
+        n.xattrs ? [...n.xattrs].map(([k, v]) => [k, [...v]]) : null,
+      ]);
+    }
+    for (const [fh, h] of this.handles) out.push(["fh", fh, h.node.ino, h.flags]);
+    return JSON.stringify(out);
+  }
+
+  /** Route every operation of this instance through the shared log. */
+  private share(log: SharedLog): void {
+    const P = MemFS.prototype as unknown as Record<string, (...a: unknown[]) => unknown>;
+    const self = this as unknown as Record<string, unknown>;
+    const rep = new Replicator(log, (op, off, len, time) => this.applyEntry(op, off, len, time));
+    this.rep = rep;
+    const dv = rep.dv;
+    // Operations that change nothing: under the lock, after catching up.
+    for (const m of READ_ONLY_OPS) {
+      const f = P[m]!;
+      self[m] = (...a: unknown[]) => {
+        rep.lock();
+        try {
+          return f.apply(this, a);
+        } finally {
+          rep.unlock();
+        }
+      };
+    }
+    // Rarer operations that change state: logged as JSON (names stay lossless: lone surrogates
+    // are escaped by JSON.stringify).
+    for (const m of JSON_OPS) {
+      const f = P[m]!;
+      self[m] = (ctx: RequestContext, ...a: unknown[]) => {
+        const bytes = encodeJsonOp(m, ctx, a);
+        rep.begin(bytes.length);
+        rep.bytes.set(bytes, rep.pos);
+        return this.exec(OP_JSON, bytes.length, () => f.call(this, ctx, ...a));
+      };
+    }
+    const read = P.read!;
+    self.read = (ctx: RequestContext, ino: number, fh: number, offset: number, size: number, out: Uint8Array): number => {
+      rep.begin(8);
+      this.opTime = null;
+      this.changed = false;
+      let n: number;
+      try {
+        n = read.call(this, ctx, ino, fh, offset, size, out) as number;
+      } catch (e) {
+        rep.abort();
+        throw e;
+      }
+      if (!this.changed) {
+        rep.abort();
+        return n;
+      }
+      dv.setFloat64(rep.pos, ino, true);
+      rep.commit(OP_ATIME, 8, this.opTime);
+      return n;
+    };
+    const readlink = P.readlink!;
+    self.readlink = (ctx: RequestContext, ino: number): string => {
+      rep.begin(8);
+      this.opTime = null;
+      this.changed = false;
+      let t: string;
+      try {
+        t = readlink.call(this, ctx, ino) as string;
+      } catch (e) {
+        rep.abort();
+        throw e;
+      }
+      if (!this.changed) {
+        rep.abort();
+        return t;
+      }
+      dv.setFloat64(rep.pos, ino, true);
+      rep.commit(OP_ATIME, 8, this.opTime);
+      return t;
+    };
+    const readdir = P.readdir!;
+    self.readdir = (ctx: RequestContext, ino: number, fh: number, offset: number, filler: DirFiller): void => {
+      // At most MAX_PLUS references per call (the filler is told "full" after that).
+      rep.begin(24 + 8 * MAX_PLUS);
+      this.opTime = null;
+      this.changed = false;
+      const refs: number[] = [];
+      this.plusRefs = refs;
+      const f: DirFiller = filler.plus ? { plus: true, add: (name, next, e) => refs.length < MAX_PLUS && filler.add(name, next, e) } : filler;
+      try {
+        readdir.call(this, ctx, ino, fh, offset, f);
+      } catch (e) {
+        this.plusRefs = null;
+        rep.abort();
+        throw e;
+      } finally {
+        this.plusRefs = null;
+      }
+      if (!this.changed && refs.length === 0) return rep.abort();
+      const at = rep.pos;
+      dv.setFloat64(at, ino, true);
+      dv.setFloat64(at + 8, this.changed ? 1 : 0, true);
+      dv.setFloat64(at + 16, refs.length, true);
+      for (let i = 0; i < refs.length; i++) dv.setFloat64(at + 24 + 8 * i, refs[i]!, true);
+      rep.commit(OP_READDIR, 24 + 8 * refs.length, this.opTime);
+    };
+    const write = P.write!;
+    self.write = (ctx: RequestContext, ino: number, fh: number, offset: number, data: Uint8Array, writeFlags: number, openFlags: number): number => {
+      rep.begin(32);
+      const at = rep.pos;
+      dv.setFloat64(at, ino, true);
+      dv.setFloat64(at + 8, offset, true);
+      dv.setFloat64(at + 16, data.length, true);
+      dv.setFloat64(at + 24, writeFlags, true);
+      this.opTime = null;
+      let n: number;
+      try {
+        n = write.call(this, ctx, ino, fh, offset, data, writeFlags, openFlags) as number;
+      } catch (e) {
+        rep.abort();
+        throw e;
+      }
+      rep.commit(OP_WRITE, 32, this.opTime);
+      return n;
+    };
+    const lookup = P.lookup!;
+    self.lookup = (ctx: RequestContext, parent: number, name: string): Entry => {
+      const units = name.length;
+      if (units > 4096) {
+        // Longer than any valid name: fails (ENAMETOOLONG) without changing anything.
+        rep.lock();
+        try {
+          lookup.call(this, ctx, parent, name);
+        } finally {
+          rep.unlock();
+        }
+        throw new Error("BUG: memfs accepted a name longer than 4096 units");
+      }
+      rep.begin(12 + 2 * units);
+      const at = rep.pos;
+      dv.setFloat64(at, parent, true);
+      dv.setUint32(at + 8, units, true);
+      for (let i = 0; i < units; i++) dv.setUint16(at + 12 + 2 * i, name.charCodeAt(i), true);
+      return this.exec(OP_LOOKUP, 12 + 2 * units, () => lookup.call(this, ctx, parent, name)) as Entry;
+    };
+    const forget = P.forget!;
+    self.forget = (ino: number, nlookup: number): void => {
+      rep.begin(16);
+      dv.setFloat64(rep.pos, ino, true);
+      dv.setFloat64(rep.pos + 8, nlookup, true);
+      this.exec(OP_FORGET, 16, () => forget.call(this, ino, nlookup));
+    };
+    const open = P.open!;
+    self.open = (ctx: RequestContext, ino: number, flags: number): OpenReply => {
+      rep.begin(16);
+      dv.setFloat64(rep.pos, ino, true);
+      dv.setFloat64(rep.pos + 8, flags, true);
+      return this.exec(OP_OPEN, 16, () => open.call(this, ctx, ino, flags)) as OpenReply;
+    };
+    for (const m of ["release", "releasedir"] as const) {
+      const f = P[m]!;
+      self[m] = (ctx: RequestContext, ino: number, fh: number, flags?: number): void => {
+        rep.begin(16);
+        dv.setFloat64(rep.pos, ino, true);
+        dv.setFloat64(rep.pos + 8, fh, true);
+        this.exec(OP_RELEASE, 16, () => f.call(this, ctx, ino, fh, flags));
+      };
+    }
+    for (const m of ["stats", "lookupCount", "has"] as const) {
+      const f = P[m]!;
+      self[m] = (...a: unknown[]) => {
+        this.sync();
+        return f.apply(this, a);
+      };
+    }
+    this.sync(); // a copy that joins rebuilds the state from the log
+    rep.startTimer();
+  }
+
+  /** Run an operation whose entry was prepared (begin + payload): commit it if it succeeds. */
+  private exec(op: number, payload: number, run: () => unknown): unknown {
+    const rep = this.rep!;
+    this.opTime = null;
+    let r: unknown;
+    try {
+      r = run();
+    } catch (e) {
+      rep.abort();
+      throw e;
+    }
+    rep.commit(op, payload, this.opTime);
+    return r;
+  }
+
+  /** Replay an entry another copy logged. */
+  private applyEntry(op: number, off: number, len: number, time: [number, number] | null): void {
+    const rep = this.rep!;
+    const dv = rep.dv;
+    const P = MemFS.prototype;
+    this.opTime = time ?? [0, 0];
+    this.replaying = true;
+    try {
+      switch (op) {
+        case OP_WRITE: {
+          REPLAY_DATA.length = dv.getFloat64(off + 16, true);
+          P.write.call(this, REPLAY_CTX, dv.getFloat64(off, true), 0, dv.getFloat64(off + 8, true), REPLAY_DATA as unknown as Uint8Array, dv.getFloat64(off + 24, true), 0);
+          break;
+        }
+        case OP_ATIME:
+          this.touch(this.node(dv.getFloat64(off, true)), T_A);
+          break;
+        case OP_READDIR: {
+          const dir = this.node(dv.getFloat64(off, true));
+          if (dv.getFloat64(off + 8, true) !== 0) this.touch(dir, T_A);
+          const count = dv.getFloat64(off + 16, true);
+          for (let i = 0; i < count; i++) this.node(dv.getFloat64(off + 24 + 8 * i, true)).lookups++;
+          break;
+        }
+        case OP_LOOKUP: {
+          const units = dv.getUint32(off + 8, true);
+          let name = "";
+          for (let i = 0; i < units; i++) name += String.fromCharCode(dv.getUint16(off + 12 + 2 * i, true));
+          P.lookup.call(this, REPLAY_CTX, dv.getFloat64(off, true), name);
+          break;
+        }
+        case OP_FORGET:
+          P.forget.call(this, dv.getFloat64(off, true), dv.getFloat64(off + 8, true));
+          break;
+        case OP_OPEN:
+          P.open.call(this, REPLAY_CTX, dv.getFloat64(off, true), dv.getFloat64(off + 8, true));
+          break;
+        case OP_RELEASE:
+          this.closeHandle(dv.getFloat64(off + 8, true));
+          break;
+        case OP_JSON: {
+          const [m, uid, gid, ...args] = JSON.parse(JSON_DECODER.decode(rep.bytes.subarray(off, off + len)), reviveBytes) as [string, number, number, ...unknown[]];
+          if (!JSON_OPS.includes(m as (typeof JSON_OPS)[number])) throw new Error(`unknown logged operation ${m}`);
+          (P as unknown as Record<string, (...a: unknown[]) => unknown>)[m]!.call(this, { uid, gid, pid: 0 }, ...args);
+          break;
+        }
+        default:
+          throw new Error(`unknown log entry ${op}`);
+      }
+    } finally {
+      this.replaying = false;
+      this.opTime = null;
+    }
   }
 
   /** Usage counters (diagnostics and tests). */
@@ -238,8 +626,18 @@ export class MemFS implements InodeFS {
 
   // ---- helpers ------------------------------------------------------------------------------
 
+  /**
+   * The time of the current operation: read once per operation (clock), or the time recorded
+   * when another copy executed it (replay). Every time stamp an operation sets comes from here.
+   */
+  protected now(): [number, number] {
+    if (!this.rep) return nowTimespec();
+    return (this.opTime ??= nowTimespec());
+  }
+
   private touch(n: Node, which: number): void {
-    const [s, ns] = nowTimespec();
+    this.changed = true;
+    const [s, ns] = this.now();
     if (which & T_A) {
       n.atime = s;
       n.atimeNsec = ns;
@@ -259,7 +657,7 @@ export class MemFS implements InodeFS {
     if (
       n.atime < n.mtime || (n.atime === n.mtime && n.atimeNsec <= n.mtimeNsec) ||
       n.atime < n.ctime || (n.atime === n.ctime && n.atimeNsec <= n.ctimeNsec) ||
-      Date.now() / 1000 - n.atime > 86400
+      this.now()[0] - n.atime > 86400
     ) {
       this.touch(n, T_A);
     }
@@ -277,10 +675,10 @@ export class MemFS implements InodeFS {
     return n as Node & { dir: Dir };
   }
 
-  private regNode(ino: number): Node & { chunks: Map<number, Uint8Array> } {
+  private regNode(ino: number): RegNode {
     const n = this.node(ino);
     if (!n.chunks) fail(n.isDir ? "EISDIR" : "EINVAL");
-    return n as Node & { chunks: Map<number, Uint8Array> };
+    return n as RegNode;
   }
 
   private attrOf(n: Node): Attr {
@@ -395,9 +793,12 @@ export class MemFS implements InodeFS {
   }
 
   // ---- file data ----------------------------------------------------------------------------
+  // A chunk is the list of its pages: it holds the first `pages.length * PAGE` bytes of its
+  // 64 KiB window. The bytes live in the page store (memfs-pages.ts). `this.replaying`: the
+  // bookkeeping only (another copy already moved the bytes).
 
   /** Bytes that must be newly allocated so that chunks cover [start, end) (start < end). */
-  private allocNeed(n: Node & { chunks: Map<number, Uint8Array> }, start: number, end: number): number {
+  private allocNeed(n: RegNode, start: number, end: number): number {
     const c0 = Math.floor(start / CHUNK_SIZE);
     const c1 = Math.floor((end - 1) / CHUNK_SIZE);
     const lastWant = roundPage(end - c1 * CHUNK_SIZE);
@@ -407,73 +808,123 @@ export class MemFS implements InodeFS {
     if (c1 - c0 < chunks.size) {
       for (let i = c0; i <= c1; i++) {
         const want = i === c1 ? lastWant : CHUNK_SIZE;
-        const have = chunks.get(i)?.length ?? 0;
+        const have = (chunks.get(i)?.length ?? 0) * PAGE;
         if (want > have) need += want - have;
       }
     } else {
       need = (c1 - c0) * CHUNK_SIZE + lastWant;
       for (const [i, c] of chunks) {
         if (i < c0 || i > c1) continue;
-        need -= Math.min(c.length, i === c1 ? lastWant : CHUNK_SIZE);
+        need -= Math.min(c.length * PAGE, i === c1 ? lastWant : CHUNK_SIZE);
       }
     }
     return need;
   }
 
   /** The chunk `idx`, allocated or grown to hold at least `len` bytes. Space was checked. */
-  private chunkFor(n: Node & { chunks: Map<number, Uint8Array> }, idx: number, len: number, roomy: boolean): Uint8Array {
-    const c = n.chunks.get(idx);
-    const want = roundPage(len);
+  private chunkFor(n: RegNode, idx: number, len: number): Chunk {
+    let c = n.chunks.get(idx);
     if (!c) {
-      const fresh = new Uint8Array(want);
-      n.chunks.set(idx, fresh);
-      n.allocated += want;
-      this.used += want;
-      return fresh;
+      c = [];
+      n.chunks.set(idx, c);
     }
-    if (c.length >= len) return c;
-    // Grow geometrically when there is room so that small appends do not copy quadratically.
-    const size = roomy ? Math.min(CHUNK_SIZE, Math.max(want, c.length * 2)) : want;
-    const grown = new Uint8Array(size);
-    grown.set(c);
-    n.chunks.set(idx, grown);
-    n.allocated += size - c.length;
-    this.used += size - c.length;
-    return grown;
+    const want = Math.ceil(len / PAGE);
+    if (c.length >= want) return c;
+    const added = want - c.length;
+    const store = this.store;
+    while (c.length < want) {
+      const p = store.alloc();
+      if (store.reused && !this.replaying) store.viewOf(p).fill(0, pageOffset(p), pageOffset(p) + PAGE);
+      c.push(p);
+    }
+    n.allocated += added * PAGE;
+    this.used += added * PAGE;
+    return c;
   }
 
-  /** Copy `data` into the file at `pos` (does not change size or times). Throws ENOSPC. */
-  private writeBytes(n: Node & { chunks: Map<number, Uint8Array> }, pos: number, data: Uint8Array): void {
-    const len = data.length;
+  /** Copy data[src, src + len) into chunk `c` at byte `inOff` (the pages exist). */
+  private copyIn(c: Chunk, inOff: number, data: Uint8Array, src: number, len: number): void {
+    const store = this.store;
+    while (len > 0) {
+      const k = Math.floor(inOff / PAGE);
+      const po = inOff - k * PAGE;
+      const take = Math.min(PAGE - po, len);
+      const p = c[k]!;
+      const v = store.viewOf(p);
+      v.set(take === data.length ? data : data.subarray(src, src + take), pageOffset(p) + po);
+      inOff += take;
+      src += take;
+      len -= take;
+    }
+  }
+
+  /** Copy chunk `c` bytes [inOff, inOff + len) (inside its pages) into out at `dst`. */
+  private copyOut(c: Chunk, inOff: number, out: Uint8Array, dst: number, len: number): void {
+    const store = this.store;
+    while (len > 0) {
+      const k = Math.floor(inOff / PAGE);
+      const po = inOff - k * PAGE;
+      const take = Math.min(PAGE - po, len);
+      const p = c[k]!;
+      const at = pageOffset(p) + po;
+      const v = store.views[Math.floor(p / SEG_PAGES)];
+      // A page nobody wrote yet (fallocate) may lie past the segment's grown length: zeros.
+      if (v !== undefined && v.length >= at + take) out.set(v.subarray(at, at + take), dst);
+      else out.fill(0, dst, dst + take);
+      inOff += take;
+      dst += take;
+      len -= take;
+    }
+  }
+
+  /** Zero chunk bytes [a, b) (inside its pages; executing copy only). */
+  private zeroIn(c: Chunk, a: number, b: number): void {
+    if (this.replaying) return;
+    const store = this.store;
+    while (a < b) {
+      const k = Math.floor(a / PAGE);
+      const po = a - k * PAGE;
+      const take = Math.min(PAGE - po, b - a);
+      const p = c[k]!;
+      const at = pageOffset(p) + po;
+      store.viewOf(p).fill(0, at, at + take);
+      a += take;
+    }
+  }
+
+  /**
+   * Copy `len` bytes of `data` into the file at `pos` (does not change size or times). Throws
+   * ENOSPC. `data` null: a replay (bookkeeping only).
+   */
+  private writeBytes(n: RegNode, pos: number, data: Uint8Array | null, len: number): void {
     if (len === 0) return;
     const end = pos + len;
     const need = this.allocNeed(n, pos, end);
     if (need > 0 && this.used + need > this.maxBytes) fail("ENOSPC");
-    const spanChunks = Math.floor((end - 1) / CHUNK_SIZE) - Math.floor(pos / CHUNK_SIZE) + 1;
-    const roomy = this.used + need + spanChunks * CHUNK_SIZE <= this.maxBytes;
     let src = 0;
     while (src < len) {
       const idx = Math.floor(pos / CHUNK_SIZE);
       const inOff = pos - idx * CHUNK_SIZE;
       const take = Math.min(CHUNK_SIZE - inOff, len - src);
-      const chunk = this.chunkFor(n, idx, inOff + take, roomy);
-      chunk.set(take === len ? data : data.subarray(src, src + take), inOff);
+      const chunk = this.chunkFor(n, idx, inOff + take);
+      if (data && !this.replaying) this.copyIn(chunk, inOff, data, src, take);
       src += take;
       pos += take;
     }
   }
 
   /** Copy file bytes [pos, pos + count) into out[0..count) (holes read as zeros). */
-  private readBytes(n: Node & { chunks: Map<number, Uint8Array> }, pos: number, count: number, out: Uint8Array): void {
+  private readBytes(n: RegNode, pos: number, count: number, out: Uint8Array): void {
     let dst = 0;
     while (dst < count) {
       const idx = Math.floor(pos / CHUNK_SIZE);
       const inOff = pos - idx * CHUNK_SIZE;
       const take = Math.min(CHUNK_SIZE - inOff, count - dst);
       const c = n.chunks.get(idx);
-      if (c && inOff < c.length) {
-        const avail = Math.min(take, c.length - inOff);
-        out.set(inOff === 0 && avail === c.length ? c : c.subarray(inOff, inOff + avail), dst);
+      const have = c ? c.length * PAGE : 0;
+      if (c && inOff < have) {
+        const avail = Math.min(take, have - inOff);
+        this.copyOut(c, inOff, out, dst, avail);
         if (avail < take) out.fill(0, dst + avail, dst + take);
       } else {
         out.fill(0, dst, dst + take);
@@ -483,38 +934,43 @@ export class MemFS implements InodeFS {
     }
   }
 
-  private dropChunk(n: Node & { chunks: Map<number, Uint8Array> }, idx: number, c: Uint8Array): void {
+  private dropChunk(n: RegNode, idx: number, c: Chunk): void {
     n.chunks.delete(idx);
-    n.allocated -= c.length;
-    this.used -= c.length;
+    for (const p of c) this.store.release(p);
+    n.allocated -= c.length * PAGE;
+    this.used -= c.length * PAGE;
   }
 
-  private shrinkChunk(n: Node & { chunks: Map<number, Uint8Array> }, idx: number, c: Uint8Array, len: number): void {
-    n.chunks.set(idx, c.slice(0, len));
-    n.allocated -= c.length - len;
-    this.used -= c.length - len;
+  /** Keep the first `pages` pages of chunk `c`. */
+  private shrinkChunk(n: RegNode, c: Chunk, pages: number): void {
+    const drop = c.length - pages;
+    for (let k = c.length - 1; k >= pages; k--) this.store.release(c[k]!);
+    c.length = pages;
+    n.allocated -= drop * PAGE;
+    this.used -= drop * PAGE;
   }
 
   /** Zero [start, end) and free what becomes unneeded (punch hole). Does not change size. */
-  private zeroRange(n: Node & { chunks: Map<number, Uint8Array> }, start: number, end: number): void {
+  private zeroRange(n: RegNode, start: number, end: number): void {
     if (end <= start || n.chunks.size === 0) return;
     const c0 = Math.floor(start / CHUNK_SIZE);
     const c1 = Math.floor((end - 1) / CHUNK_SIZE);
-    const visit = (idx: number, c: Uint8Array): void => {
+    const visit = (idx: number, c: Chunk): void => {
       const base = idx * CHUNK_SIZE;
       const a = Math.max(start, base) - base;
       const b = Math.min(end, base + CHUNK_SIZE) - base;
-      if (a >= c.length) return;
-      if (b >= c.length) {
+      const have = c.length * PAGE;
+      if (a >= have) return;
+      if (b >= have) {
         if (a === 0) this.dropChunk(n, idx, c);
-        else if (a % PAGE === 0) this.shrinkChunk(n, idx, c, a);
+        else if (a % PAGE === 0) this.shrinkChunk(n, c, a / PAGE);
         else {
           const keep = roundPage(a);
-          c.fill(0, a, keep);
-          if (keep < c.length) this.shrinkChunk(n, idx, c, keep);
+          this.zeroIn(c, a, keep);
+          if (keep < have) this.shrinkChunk(n, c, keep / PAGE);
         }
       } else {
-        c.fill(0, a, b);
+        this.zeroIn(c, a, b);
       }
     };
     if (c1 - c0 < n.chunks.size) {
@@ -523,12 +979,15 @@ export class MemFS implements InodeFS {
         if (c) visit(i, c);
       }
     } else {
-      for (const [i, c] of n.chunks) if (i >= c0 && i <= c1) visit(i, c);
+      // Collect first: visit may delete from the map.
+      const hit: [number, Chunk][] = [];
+      for (const [i, c] of n.chunks) if (i >= c0 && i <= c1) hit.push([i, c]);
+      for (const [i, c] of hit) visit(i, c);
     }
   }
 
   /** Change the size of a regular file; shrinking frees and zeroes everything past the new end. */
-  private resize(n: Node & { chunks: Map<number, Uint8Array> }, size: number): void {
+  private resize(n: RegNode, size: number): void {
     // Shrinking also drops chunks preallocated past EOF (FALLOC_FL_KEEP_SIZE), like Linux.
     if (size < n.size) this.zeroRange(n, size, Number.MAX_SAFE_INTEGER);
     n.size = size;
@@ -578,9 +1037,9 @@ export class MemFS implements InodeFS {
         fail("EINVAL", "bad timestamp");
       }
     }
-    const [nowS, nowNs] = nowTimespec();
+    const [nowS, nowNs] = this.now();
     if (size !== undefined && n.chunks) {
-      const f = n as Node & { chunks: Map<number, Uint8Array> };
+      const f = n as RegNode;
       if (size !== f.size) {
         this.resize(f, size);
         n.mtime = nowS;
@@ -775,7 +1234,7 @@ export class MemFS implements InodeFS {
       n = existing.node;
       if (n.dir) fail("EISDIR");
       if ((flags & O_TRUNC) && n.chunks) {
-        this.resize(n as Node & { chunks: Map<number, Uint8Array> }, 0);
+        this.resize(n as RegNode, 0);
         this.touch(n, T_M | T_C);
       }
     } else {
@@ -792,7 +1251,7 @@ export class MemFS implements InodeFS {
     const n = this.node(ino);
     if (n.dir) fail("EISDIR");
     if ((flags & O_TRUNC) && n.chunks) {
-      this.resize(n as Node & { chunks: Map<number, Uint8Array> }, 0);
+      this.resize(n as RegNode, 0);
       this.touch(n, T_M | T_C);
     }
     return { fh: this.openHandle(n, flags) };
@@ -814,7 +1273,7 @@ export class MemFS implements InodeFS {
     const len = data.length;
     if (len === 0) return 0;
     if (offset + len > MAX_FILE_SIZE) fail("EFBIG");
-    this.writeBytes(n, offset, data);
+    this.writeBytes(n, offset, data, len);
     if (offset + len > n.size) n.size = offset + len;
     if (writeFlags & FUSE_WRITE_KILL_SUIDGID) this.killSuidSgid(n);
     this.touch(n, T_M | T_C);
@@ -853,7 +1312,10 @@ export class MemFS implements InodeFS {
       if (!e.live) continue;
       const c = e.node;
       if (!filler.add(e.name, e.cookie, { ino: c.ino, attr: this.attrOf(c) })) break;
-      if (plus) c.lookups++;
+        if (plus) {
+        c.lookups++;
+        this.plusRefs?.push(c.ino);
+      }
     }
     this.accessed(n);
   }
@@ -963,7 +1425,7 @@ export class MemFS implements InodeFS {
     if (need > 0 && this.used + need > this.maxBytes) fail("ENOSPC");
     const c0 = Math.floor(offset / CHUNK_SIZE);
     const c1 = Math.floor((end - 1) / CHUNK_SIZE);
-    for (let i = c0; i <= c1; i++) this.chunkFor(n, i, i === c1 ? end - c1 * CHUNK_SIZE : CHUNK_SIZE, false);
+    for (let i = c0; i <= c1; i++) this.chunkFor(n, i, i === c1 ? end - c1 * CHUNK_SIZE : CHUNK_SIZE);
     if (!(mode & FALLOC_FL_KEEP_SIZE) && end > n.size) n.size = end;
     this.touch(n, T_C);
   }
@@ -979,17 +1441,16 @@ export class MemFS implements InodeFS {
       for (;;) {
         const idx = Math.floor(pos / CHUNK_SIZE);
         const base = idx * CHUNK_SIZE;
-        const c = chunks.get(idx);
-        if (!c || pos >= base + c.length) return Math.min(pos, size);
-        if (c.length < CHUNK_SIZE) return Math.min(base + c.length, size);
+        const have = (chunks.get(idx)?.length ?? 0) * PAGE;
+        if (pos >= base + have) return Math.min(pos, size);
+        if (have < CHUNK_SIZE) return Math.min(base + have, size);
         pos = base + CHUNK_SIZE;
         if (pos >= size) return size;
       }
     }
     // SEEK_DATA
     const idx = Math.floor(offset / CHUNK_SIZE);
-    const c = chunks.get(idx);
-    if (c && offset < idx * CHUNK_SIZE + c.length) return offset;
+    if (offset < idx * CHUNK_SIZE + (chunks.get(idx)?.length ?? 0) * PAGE) return offset;
     const lastIdx = Math.floor((size - 1) / CHUNK_SIZE);
     let next = -1;
     if (lastIdx - idx <= chunks.size) {
@@ -1022,11 +1483,18 @@ export class MemFS implements InodeFS {
       const inOff = pos - idx * CHUNK_SIZE;
       const take = Math.min(CHUNK_SIZE - inOff, count - done);
       const c = src.chunks.get(idx);
+      const have = c ? c.length * PAGE : 0;
       const dpos = offOut + done;
       try {
-        if (c && inOff < c.length) {
-          const avail = Math.min(take, c.length - inOff);
-          this.writeBytes(dst, dpos, c.subarray(inOff, inOff + avail));
+        if (c && inOff < have) {
+          const avail = Math.min(take, have - inOff);
+          // The executing copy moves the bytes through a buffer (source and target may be one file).
+          let bytes: Uint8Array | null = null;
+          if (!this.replaying) {
+            bytes = new Uint8Array(avail);
+            this.copyOut(c, inOff, bytes, 0, avail);
+          }
+          this.writeBytes(dst, dpos, bytes, avail);
           if (avail < take) this.zeroRange(dst, dpos + avail, dpos + take);
         } else {
           this.zeroRange(dst, dpos, dpos + take); // keep holes sparse

@@ -1,0 +1,145 @@
+// memfs as copies over one shared state (MemFS.copies / MemFS.replica, lib/fs/memfs-shared.ts):
+// Workers run their own copies against the same state through the InodeFS API; afterwards
+// every copy's state is identical and every byte reads back the same from every copy.
+
+import { describe, expect, test } from "bun:test";
+import { join } from "node:path";
+import { MemFS, memfs, type MemShared } from "../lib/fs/memfs.ts";
+import type { RequestContext } from "../lib/fs/types.ts";
+import { S_IFREG } from "../lib/fs/types.ts";
+import { Errno, FuseError } from "../lib/fs/errors.ts";
+
+const ROOT = 1;
+const ctx = { uid: 0, gid: 0, pid: 1 } as unknown as RequestContext;
+const WORKER = join(import.meta.dir, "fixtures", "memfs-hammer-worker.ts");
+
+function errnoOf(fn: () => unknown): number {
+  try {
+    fn();
+  } catch (err) {
+    if (err instanceof FuseError) return err.errno;
+    throw err;
+  }
+  throw new Error("expected a FuseError");
+}
+
+function ask<T>(w: Worker, msg: unknown, type: string): Promise<T> {
+  return new Promise((resolve, reject) => {
+    const on = (ev: MessageEvent) => {
+      if ((ev.data as { type: string }).type !== type) return;
+      w.removeEventListener("message", on);
+      resolve(ev.data as T);
+    };
+    w.addEventListener("message", on);
+    w.addEventListener("error", (e) => reject(e), { once: true });
+    w.postMessage(msg);
+  });
+}
+
+describe("memfs copies over one shared state", () => {
+  test("copies() shares the state; subclasses and used filesystems stay forwarding", () => {
+    const fs = memfs({ maxBytes: 1 << 24, maxInodes: 1000 });
+    const plan = fs.copies()!;
+    expect(plan.sharedState).toBe(true);
+    expect(plan.module.endsWith("memfs-copy.ts")).toBe(true);
+    expect(fs.copies()).toBe(plan); // idempotent
+    class Sub extends MemFS {}
+    expect(new Sub().copies()).toBeNull();
+    const used = memfs();
+    used.mkdir(ctx, ROOT, "d", 0o755, 0);
+    expect(used.copies()).toBeNull();
+    // structured clone keeps the buffers shared (what postMessage does)
+    const clone = structuredClone(plan.shared) as MemShared;
+    const copy = MemFS.replica(clone);
+    expect(copy.replicable).toBe(true);
+    const e = fs.create(ctx, ROOT, "x", S_IFREG | 0o644, 0, 2);
+    const fh = (e.open as { fh: number }).fh;
+    fs.write(ctx, e.entry.ino, fh, 5, new Uint8Array([1, 2, 3]), 0, 0);
+    expect(copy.lookup(ctx, ROOT, "x").attr.size).toBe(8);
+    const out = new Uint8Array(16).fill(9);
+    expect(copy.read(ctx, e.entry.ino, fh, 0, 16, out)).toBe(8);
+    expect([...out.subarray(0, 8)]).toEqual([0, 0, 0, 0, 0, 1, 2, 3]);
+    copy.release(ctx, e.entry.ino, fh, 0);
+    expect(fs.stats().openHandles).toBe(0);
+    expect(copy.dumpState()).toBe(fs.dumpState());
+    copy.destroy();
+    fs.destroy();
+  });
+
+  test("limits hold across copies: ENOSPC and the inode limit", () => {
+    const fs = memfs({ maxBytes: 8 * 4096, maxInodes: 4 });
+    const plan = fs.copies()!;
+    const copy = MemFS.replica(structuredClone(plan.shared) as MemShared);
+    const a = fs.create(ctx, ROOT, "a", S_IFREG | 0o644, 0, 2);
+    fs.write(ctx, a.entry.ino, (a.open as { fh: number }).fh, 0, new Uint8Array(6 * 4096), 0, 0);
+    const b = copy.create(ctx, ROOT, "b", S_IFREG | 0o644, 0, 2);
+    expect(errnoOf(() => copy.write(ctx, b.entry.ino, (b.open as { fh: number }).fh, 0, new Uint8Array(3 * 4096), 0, 0))).toBe(Errno.ENOSPC);
+    copy.write(ctx, b.entry.ino, (b.open as { fh: number }).fh, 0, new Uint8Array(2 * 4096).fill(7), 0, 0);
+    fs.mkdir(ctx, ROOT, "c", 0o755, 0);
+    expect(errnoOf(() => copy.mkdir(ctx, ROOT, "d", 0o755, 0))).toBe(Errno.ENOSPC);
+    // space comes back through the other copy; reused pages read as zeros past the data
+    copy.setattr(ctx, a.entry.ino, { size: 0, valid: 0 });
+    fs.write(ctx, b.entry.ino, (b.open as { fh: number }).fh, 2 * 4096 + 10, new Uint8Array([5]), 0, 0);
+    const out = new Uint8Array(4096 * 3);
+    expect(copy.read(ctx, b.entry.ino, 0, 0, out.length, out)).toBe(2 * 4096 + 11);
+    expect(out.subarray(2 * 4096, 2 * 4096 + 10).every((x) => x === 0)).toBe(true);
+    expect(out[2 * 4096 + 10]).toBe(5);
+    expect(fs.statfs().bfree).toBe(copy.statfs().bfree);
+    expect(copy.dumpState()).toBe(fs.dumpState());
+    copy.destroy();
+    fs.destroy();
+  });
+
+  test("two Workers hammer one shared memfs; every copy ends in the same state", async () => {
+    const fs = memfs({ maxBytes: 256 << 20, maxInodes: 100_000 });
+    const plan = fs.copies()!;
+    const shared = fs.create(ctx, ROOT, "shared", S_IFREG | 0o644, 0, 2);
+    fs.release(ctx, shared.entry.ino, (shared.open as { fh: number }).fh, 0);
+    const workers = [new Worker(WORKER), new Worker(WORKER)];
+    try {
+      const OPS = 3000;
+      // The main thread's copy works too, meanwhile (lookups, getattr, readdir of the root).
+      let mainOps = 0;
+      const busy = setInterval(() => {
+        for (let i = 0; i < 20; i++, mainOps++) {
+          try {
+            const e = fs.lookup(ctx, ROOT, "shared");
+            fs.getattr(ctx, e.ino, undefined);
+            fs.forget(e.ino, 1);
+          } catch {}
+        }
+      }, 1);
+      const done = await Promise.all(workers.map((w, id) => ask<{ errors: string[]; errnos: number; files: [string, number, string][] }>(w, { type: "run", shared: plan.shared, id, ops: OPS, shareFile: shared.entry.ino }, "done")));
+      clearInterval(busy);
+      expect(mainOps).toBeGreaterThan(0);
+      for (const d of done) expect(d.errors).toEqual([]);
+      // Every file reads back, through the main thread's copy, as its writer wrote it.
+      const out = new Uint8Array(1 << 18);
+      let checked = 0;
+      for (const d of done) {
+        for (const [, ino, b64] of d.files) {
+          const want = Buffer.from(b64, "base64");
+          const n = fs.read(ctx, ino, 0, 0, out.length, out);
+          expect(n).toBe(want.length);
+          expect(Buffer.from(out.buffer, 0, n).equals(want)).toBe(true);
+          checked++;
+        }
+      }
+      expect(checked).toBeGreaterThan(100);
+      // The file both wrote: each worker's slot holds its own stamp.
+      const n = fs.read(ctx, shared.entry.ino, 0, 0, 8192, out);
+      expect(n).toBe(8192);
+      expect(out[4]).toBe(1);
+      expect(out[4096 + 4]).toBe(2);
+      const dumps = await Promise.all(workers.map((w) => ask<{ dump: string }>(w, { type: "dump" }, "dump")));
+      const mine = fs.dumpState();
+      expect(dumps[0]!.dump).toBe(mine);
+      expect(dumps[1]!.dump).toBe(mine);
+      expect(fs.stats().inodes).toBeGreaterThan(100);
+      await Promise.all(workers.map((w) => ask(w, { type: "close" }, "closed")));
+    } finally {
+      for (const w of workers) w.terminate();
+      fs.destroy();
+    }
+  }, 60_000);
+});
