@@ -2,7 +2,7 @@
 // Copies: each worker runs its own copy of a replicable script (test/fixtures/replicated-fs.ts):
 // every worker serves its CPUs' requests; a handler awaiting a timer does not stall others;
 // every way the mount can end leaves no hung caller and no dead mount.
-// Forwarding: any other filesystem (memfs, a non-replicable script, the passthrough) stays on
+// Forwarding: any other filesystem (a memfs subclass, a non-replicable script, the passthrough) stays on
 // the main thread; the workers serve the native data plane and forward the rest to it.
 
 import { describe, expect } from "bun:test";
@@ -105,10 +105,11 @@ describe("--workers 2 forwarding (filesystems that stay on the main thread)", ()
   cleanupAfterEach();
   afterAll(unmountTmpfsSources);
 
-  fuseTest("memfs: served from both CPUs, handled on the main thread, counted as forwarded", async () => {
+  fuseTest("a memfs subclass: served from both CPUs, handled on the main thread, counted as forwarded", async () => {
     const mnt = makeMountpoint();
     const stats = statsPath(mnt);
-    const d = await startDaemon(["--transport", "uring", "--workers", "2", "--stats-file", stats], { mnt });
+    // (--memfs itself runs as copies over shared state: test/integration/memfs-copies.test.ts)
+    const d = await startDaemon(["--transport", "uring", "--workers", "2", "--stats-file", stats], { mnt, command: scriptCommand(join(REPO, "test", "fixtures", "memfs-main-thread.ts")) });
     expect(d.readyLine).toContain("2 worker threads, forwarding");
     for (const cpu of ["0", "1"]) {
       await shOk(`taskset -c ${cpu} sh -c 'mkdir "$0/d${cpu}" && for i in $(seq 30); do echo $i > "$0/d${cpu}/f$i"; cat "$0/d${cpu}/f$i" >/dev/null; done' "$1"`, [d.mnt]);
