@@ -85,6 +85,15 @@ describe("memfs copies over one shared state", () => {
     expect(out.subarray(2 * 4096, 2 * 4096 + 10).every((x) => x === 0)).toBe(true);
     expect(out[2 * 4096 + 10]).toBe(5);
     expect(fs.statfs().bfree).toBe(copy.statfs().bfree);
+    // A file freed (unlinked, forgotten, closed) gives its pages back to every copy.
+    copy.write(ctx, a.entry.ino, (a.open as { fh: number }).fh, 0, new Uint8Array(5 * 4096).fill(3), 0, 0);
+    fs.release(ctx, a.entry.ino, (a.open as { fh: number }).fh, 0);
+    copy.unlink(ctx, ROOT, "a");
+    fs.forget(a.entry.ino, 1);
+    expect(fs.has(a.entry.ino)).toBe(false);
+    copy.write(ctx, b.entry.ino, (b.open as { fh: number }).fh, 0, new Uint8Array(8 * 4096).fill(4), 0, 0);
+    expect(fs.read(ctx, b.entry.ino, 0, 0, out.length, out)).toBe(3 * 4096);
+    expect(out.every((x) => x === 4)).toBe(true);
     expect(copy.dumpState()).toBe(fs.dumpState());
     copy.destroy();
     fs.destroy();

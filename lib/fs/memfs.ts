@@ -713,6 +713,7 @@ export class MemFS implements InodeFS {
     this.nodes.delete(n.ino);
     this.used -= n.allocated;
     n.allocated = 0;
+    if (n.chunks) for (const c of n.chunks.values()) for (const p of c) this.store.release(p);
     n.chunks = null;
     n.xattrs = null;
     n.parent = null;
