@@ -105,6 +105,11 @@ export function configDefs(env: ConfigEnv): ConfigDef[] {
   }
   if (env.hasWorkers) {
     defs.push({
+      id: "memfs-uring-w2", label: "memfs uring, 2 workers (copies)", short: "memfs ur w2", kind: "memfs", transport: "uring",
+      extraArgs: ["--workers", "2"], optional: true, colour: "#6baed6",
+      description: "memfs over io_uring with --workers 2: one copy of memfs per worker over one shared state (a replicated operation log, file data in shared pages); each worker answers its CPU's requests, nothing is forwarded",
+    });
+    defs.push({
       id: "pt-uring-w2", label: "passthrough uring, 2 workers (forwarding)", short: "pt ur w2", kind: "passthrough", transport: "uring",
       extraArgs: ["--workers", "2"], optional: true, colour: "#8c2d04",
       description: "passthrough over io_uring with --workers 2: each worker owns its CPU's ring and answers READ/WRITE/FSYNC natively; every other request is forwarded to the main thread (2 hand-offs each)",
