@@ -100,7 +100,7 @@ describe("memfs copies over one shared state", () => {
   });
 
   test("two Workers hammer one shared memfs; every copy ends in the same state", async () => {
-    const fs = memfs({ maxBytes: 256 << 20, maxInodes: 100_000 });
+    const fs = memfs({ maxBytes: 256 << 20, maxInodes: 100_000, sharedLogBytes: 1 << 18 }); // a small log: it wraps several times
     const plan = fs.copies()!;
     const shared = fs.create(ctx, ROOT, "shared", S_IFREG | 0o644, 0, 2);
     fs.release(ctx, shared.entry.ino, (shared.open as { fh: number }).fh, 0);
@@ -145,10 +145,63 @@ describe("memfs copies over one shared state", () => {
       expect(dumps[0]!.dump).toBe(mine);
       expect(dumps[1]!.dump).toBe(mine);
       expect(fs.stats().inodes).toBeGreaterThan(100);
+      const rep = fs.replication()!;
+      expect(rep.logged).toBeGreaterThan(3 * (1 << 18)); // the log wrapped
+      expect(rep.applied).toBeGreaterThan(1000); // this copy replayed what the workers did
       await Promise.all(workers.map((w) => ask(w, { type: "close" }, "closed")));
     } finally {
       for (const w of workers) w.terminate();
       fs.destroy();
     }
   }, 60_000);
+
+  test("the log wraps many times while a Worker's copy is idle: its timer keeps it up to date", async () => {
+    const fs = memfs({ maxBytes: 64 << 20, sharedLogBytes: 1 << 16 });
+    const plan = fs.copies()!;
+    const w = new Worker(WORKER);
+    try {
+      await ask(w, { type: "join", shared: plan.shared }, "joined");
+      const c = fs.create(ctx, ROOT, "f", S_IFREG | 0o644, 0, 2);
+      const fh = (c.open as { fh: number }).fh;
+      const buf = new Uint8Array(4096);
+      const t0 = performance.now();
+      for (let i = 0; i < 10_000; i++) {
+        buf[0] = i & 0xff;
+        fs.write(ctx, c.entry.ino, fh, (i % 512) * 4096, buf, 0, 0); // 10,000 entries of 64 bytes: the log 10 times over
+        if (i % 1000 === 0) fs.mkdir(ctx, ROOT, `d${i}\udcff`, 0o755, 0);
+      }
+      expect(performance.now() - t0).toBeLessThan(20_000);
+      const { dump } = await ask<{ dump: string }>(w, { type: "dump" }, "dump");
+      expect(dump).toBe(fs.dumpState());
+      // Too late to join: the log no longer holds the whole history.
+      expect(() => MemFS.replica(structuredClone(plan.shared) as MemShared)).toThrow(/cannot join/);
+      await ask(w, { type: "close" }, "closed");
+    } finally {
+      w.terminate();
+      fs.destroy();
+    }
+  }, 60_000);
+
+  test("a copy that stops applying the log (its thread is gone) is evicted; the others go on", async () => {
+    const fs = memfs({ maxBytes: 64 << 20, sharedLogBytes: 1 << 16 });
+    const plan = fs.copies()!;
+    const w = new Worker(WORKER);
+    await ask(w, { type: "join", shared: plan.shared }, "joined");
+    w.terminate();
+    const logged: string[] = [];
+    const orig = console.error;
+    console.error = (...a: unknown[]) => void logged.push(a.join(" "));
+    try {
+      const c = fs.create(ctx, ROOT, "f", S_IFREG | 0o644, 0, 2);
+      const fh = (c.open as { fh: number }).fh;
+      const t0 = performance.now();
+      for (let i = 0; i < 3000; i++) fs.write(ctx, c.entry.ino, fh, 0, new Uint8Array(10), 0, 0);
+      const took = performance.now() - t0;
+      expect(took).toBeLessThan(8000); // waited for the dead copy's heartbeat to age (2 s), once
+      expect(logged.join("\n")).toContain("evicted");
+    } finally {
+      console.error = orig;
+      fs.destroy();
+    }
+  }, 30_000);
 });

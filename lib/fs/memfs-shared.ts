@@ -21,8 +21,8 @@
 
 import { FuseError } from "./errors.ts";
 
+/** Default size of the log ring (a power of two). */
 export const LOG_SIZE = 32 << 20;
-const MASK = LOG_SIZE - 1;
 export const MAX_REPLICAS = 64;
 /** Entry header: total length u32, op u32, time seconds f64, time nanoseconds u32, has time u32, payload length u32 (+4 spare). */
 export const HDR = 32;
@@ -36,7 +36,10 @@ const LOCK_WAIT_MS = 30_000;
 // Control words (Int32Array over `ctl`).
 const LOCK = 0;
 const HEAD = 1;
-/** 1 once the log wrapped (a copy that joins later cannot rebuild the state from it). */
+/**
+ * 1 once the log is half full for the first time: a copy that joins later could find its start
+ * overwritten (and begin()'s cached bound assumes no cursor behind it), so joining is refused.
+ */
 const WRAPPED = 2;
 /** Never changes: a place to sleep on. */
 const SLEEP = 3;
@@ -55,8 +58,9 @@ export interface SharedLog {
   log: SharedArrayBuffer;
 }
 
-export function createSharedLog(): SharedLog {
-  return { ctl: new SharedArrayBuffer(CTL_WORDS * 4), log: new SharedArrayBuffer(LOG_SIZE) };
+export function createSharedLog(size = LOG_SIZE): SharedLog {
+  if (!(size >= 1 << 16 && size <= 1 << 30 && (size & (size - 1)) === 0)) throw new RangeError("memfs: the shared log size must be a power of two in 64 KiB..1 GiB");
+  return { ctl: new SharedArrayBuffer(CTL_WORDS * 4), log: new SharedArrayBuffer(size) };
 }
 
 /** Apply one entry written by another copy: `op`, payload at bytes[off, off + len). */
@@ -69,6 +73,8 @@ function nowMs(): number {
 export class Replicator {
   readonly bytes: Uint8Array;
   readonly dv: DataView;
+  /** The ring's size (LOG_SIZE unless created smaller, for tests). */
+  private readonly size: number;
   private readonly ctl: Int32Array;
   /** This copy's slot (cursor, state, heartbeat). */
   readonly id: number;
@@ -79,15 +85,21 @@ export class Replicator {
   /** Entries applied from other copies (diagnostics). */
   applied = 0;
   private broken: string | null = null;
+  /**
+   * A position no live copy's cursor was behind when last computed (cursors only move forward,
+   * so it stays a safe bound): begin() rescans the cursors only when this bound says "full".
+   */
+  private oldest = 0;
 
   constructor(shared: SharedLog, private readonly apply: ApplyFn, private readonly log: (line: string) => void = (l) => console.error(l)) {
     this.ctl = new Int32Array(shared.ctl);
     this.bytes = new Uint8Array(shared.log);
+    this.size = shared.log.byteLength;
     this.dv = new DataView(shared.log);
     this.lock();
     try {
-      if (Atomics.load(this.ctl, WRAPPED) !== 0 && Atomics.load(this.ctl, HEAD) !== 0) {
-        throw new Error("memfs: a copy cannot join: the shared log has wrapped since the filesystem was created");
+      if (Atomics.load(this.ctl, WRAPPED) !== 0) {
+        throw new Error("memfs: a copy cannot join: the shared log has filled since the filesystem was created");
       }
       let id = -1;
       for (let i = 0; i < MAX_REPLICAS; i++) {
@@ -105,6 +117,11 @@ export class Replicator {
     } finally {
       this.unlock();
     }
+  }
+
+  /** Bytes ever logged (modulo 2^32) and entries this copy applied from others (diagnostics). */
+  position(): { logged: number; applied: number } {
+    return { logged: Atomics.load(this.ctl, HEAD) >>> 0, applied: this.applied };
   }
 
   /** Keep up while idle (the timer does not keep the thread alive). */
@@ -173,10 +190,10 @@ export class Replicator {
     const time: [number, number] = [0, 0];
     try {
       while (cur !== head) {
-        const off = cur & MASK;
+        const off = cur & (this.size - 1);
         const len = dv.getUint32(off, true);
         const op = dv.getUint32(off + 4, true);
-        if (len < 8 || (len & 7) !== 0 || off + len > LOG_SIZE) throw new Error(`memfs: corrupt shared log entry at ${cur} (length ${len})`);
+        if (len < 8 || (len & 7) !== 0 || off + len > this.size) throw new Error(`memfs: corrupt shared log entry at ${cur} (length ${len})`);
         if (op !== OP_PAD) {
           const has = dv.getUint32(off + 20, true) !== 0;
           if (has) {
@@ -218,13 +235,17 @@ export class Replicator {
    */
   begin(payload: number): void {
     const total = (HDR + payload + 7) & ~7;
-    if (total * 2 > LOG_SIZE) throw new FuseError("EIO", "memfs: operation too large for the shared log");
+    if (total * 4 > this.size) throw new FuseError("EIO", "memfs: operation too large for the shared log");
     this.lock();
     let head = Atomics.load(this.ctl, HEAD) >>> 0;
-    if (this.maxLag(head) + total * 2 > LOG_SIZE) head = this.waitRoom(total * 2);
-    let off = head & MASK;
-    if (off + total > LOG_SIZE) {
-      const pad = LOG_SIZE - off;
+    if (((head - this.oldest) >>> 0) + total * 2 > this.size) {
+      const lag = this.maxLag(head);
+      this.oldest = (head - lag) >>> 0;
+      if (lag + total * 2 > this.size) head = this.waitRoom(total * 2);
+    }
+    let off = head & (this.size - 1);
+    if (off + total > this.size) {
+      const pad = this.size - off;
       this.dv.setUint32(off, pad, true);
       this.dv.setUint32(off + 4, OP_PAD, true);
       head = this.advance(head, pad);
@@ -235,7 +256,7 @@ export class Replicator {
 
   private advance(head: number, len: number): number {
     const next = (head + len) >>> 0;
-    if (next < head || next >= LOG_SIZE) Atomics.store(this.ctl, WRAPPED, 1);
+    if (next < head || next >= this.size / 2) Atomics.store(this.ctl, WRAPPED, 1);
     Atomics.store(this.ctl, HEAD, next | 0);
     Atomics.store(this.ctl, CURSOR + this.id, next | 0);
     return next;
@@ -250,19 +271,23 @@ export class Replicator {
       Atomics.wait(this.ctl, SLEEP, 0, 1);
       this.lock();
       head = Atomics.load(this.ctl, HEAD) >>> 0;
-      if (this.maxLag(head) + need <= LOG_SIZE) return head;
+      const lag = this.maxLag(head);
+      this.oldest = (head - lag) >>> 0;
+      if (lag + need <= this.size) return head;
       const waited = performance.now() - start;
       const now = nowMs();
       for (let i = 0; i < MAX_REPLICAS; i++) {
         if (i === this.id || Atomics.load(this.ctl, STATE + i) !== ACTIVE) continue;
         const lag = (head - (Atomics.load(this.ctl, CURSOR + i) >>> 0)) >>> 0;
         const age = (now - Atomics.load(this.ctl, BEAT + i)) & 0x7fffffff;
-        if (lag + need > LOG_SIZE && (age > DEAD_MS || waited > WAIT_MS)) {
+        if (lag + need > this.size && (age > DEAD_MS || waited > WAIT_MS)) {
           Atomics.store(this.ctl, STATE + i, EVICTED);
           this.log(`fuse-uring: memfs copy ${i} stopped applying the shared log (last seen ${age} ms ago); evicted, its requests fail with EIO`);
         }
       }
-      if (this.maxLag(head) + need <= LOG_SIZE) return head;
+      const left = this.maxLag(head);
+      this.oldest = (head - left) >>> 0;
+      if (left + need <= this.size) return head;
       if (waited > WAIT_MS) {
         this.unlock();
         throw new FuseError("EIO", "memfs: the shared log stayed full");

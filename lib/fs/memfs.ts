@@ -17,7 +17,7 @@
 
 import { existsSync } from "node:fs";
 import { nameByteLength } from "../protocol/names.ts";
-import { createSharedLog, Replicator, type SharedLog } from "./memfs-shared.ts";
+import { createSharedLog, LOG_SIZE, Replicator, type SharedLog } from "./memfs-shared.ts";
 import { FuseError, type ErrnoName } from "./errors.ts";
 import type {
   Attr, CopiesPlan, CreateReply, DirFiller, Entry, InodeFS, OpenReply, RequestContext, SetattrChanges, Statfs,
@@ -37,6 +37,8 @@ export interface MemFSOptions {
   maxBytes?: number;
   /** Maximum number of inodes, root included (default: RAM / 8 KiB, like tmpfs). */
   maxInodes?: number;
+  /** copies(): size of the shared operation log (a power of two; default 32 MiB). For tests. */
+  sharedLogBytes?: number;
 }
 
 export const CHUNK_SIZE = 65536;
@@ -181,8 +183,8 @@ export interface MemShared {
 const COPY_MODULE = new URL("./memfs-copy.ts", import.meta.url).pathname;
 /** Address space set aside for file data, at most (1 GiB segments): 1 TiB. */
 const MAX_SEGMENTS = 1024;
-/** readdirplus references one READDIR may hand out in copies mode. */
-const MAX_PLUS = 4096;
+/** readdirplus references one READDIR may hand out in copies mode (the kernel asks for a page: ~30). */
+const MAX_PLUS = 1024;
 
 // Log entry kinds (memfs-shared.ts frames them).
 const OP_LOOKUP = 1;
@@ -291,7 +293,7 @@ export class MemFS implements InodeFS {
     this.maxInodes = maxInodes;
     const uid = options.uid ?? (typeof process.getuid === "function" ? process.getuid() : 0);
     const gid = options.gid ?? (typeof process.getgid === "function" ? process.getgid() : 0);
-    this.resolved = { maxBytes, maxInodes, uid, gid, rootMode: options.rootMode ?? 0o755 };
+    this.resolved = { maxBytes, maxInodes, uid, gid, rootMode: options.rootMode ?? 0o755, sharedLogBytes: options.sharedLogBytes ?? LOG_SIZE };
     this.store = new PageStore(Math.floor(maxBytes / PAGE), shared);
     const root = new Node(ROOT, S_IFDIR | ((options.rootMode ?? 0o755) & 0o7777), 2, uid, gid);
     root.dir = new Dir();
@@ -322,7 +324,7 @@ export class MemFS implements InodeFS {
       kind: "memfs-shared-v1",
       options: this.resolved,
       root: [r.mode, r.uid, r.gid, r.lookups, r.atime, r.atimeNsec, r.mtime, r.mtimeNsec, r.ctime, r.ctimeNsec],
-      log: createSharedLog(),
+      log: createSharedLog(this.resolved.sharedLogBytes),
       segs: this.store.reserveAll(),
     };
     this.share(shared.log);
@@ -351,6 +353,11 @@ export class MemFS implements InodeFS {
     if (!this.rep) return;
     this.rep.lock();
     this.rep.unlock();
+  }
+
+  /** Copies mode: bytes logged so far by all copies, entries this copy replayed; null otherwise. */
+  replication(): { logged: number; applied: number } | null {
+    return this.rep ? this.rep.position() : null;
   }
 
   /** Everything a copy's state is made of, as text (tests compare copies with it). */
