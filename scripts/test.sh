@@ -15,7 +15,8 @@ fi
 # With file arguments, only those run, once (set FUSE_TEST_WORKERS yourself for the second mode).
 WORKER_PASS=(test/integration/exactly-once.test.ts test/integration/passthrough.test.ts test/integration/dataplane.test.ts
   test/integration/names.test.ts test/integration/descriptors.test.ts test/integration/handlers.test.ts
-  test/integration/path-dataplane.test.ts)
+  test/integration/path-dataplane.test.ts test/integration/io.test.ts test/integration/dirs.test.ts
+  test/integration/metadata.test.ts)
 dir=$(mktemp -d)
 reports=("$dir/junit.xml")
 [ $# -eq 0 ] && unset FUSE_TEST_WORKERS   # the first full pass is the single-thread suite
