@@ -135,6 +135,7 @@ export class Replicator {
   close(): void {
     if (this.timer) clearInterval(this.timer);
     this.timer = null;
+    this.broken ??= "memfs: this copy left the shared state (destroy)";
     if (Atomics.load(this.ctl, STATE + this.id) === ACTIVE) Atomics.store(this.ctl, STATE + this.id, FREE);
   }
 

@@ -195,12 +195,61 @@ const OP_OPEN = 5;
 const OP_RELEASE = 6;
 const OP_READDIR = 7;
 const OP_JSON = 8;
+const OP_CALL = 9;
 
 const READ_ONLY_OPS = ["getattr", "getxattr", "listxattr", "access", "statfs", "lseek", "flush", "fsync", "fsyncdir"] as const;
 const JSON_OPS = [
   "setattr", "symlink", "mknod", "mkdir", "unlink", "rmdir", "rename", "link", "create", "opendir",
   "setxattr", "removexattr", "fallocate", "copyFileRange",
 ] as const;
+
+/**
+ * Binary log layout of the common metadata calls: after the method index and uid/gid, one field
+ * per argument (after ctx): n = a number (f64), s = a name (u32 UTF-16 unit count, the units:
+ * lossless for every string, names with raw bytes included; padded to 8 bytes).
+ */
+const CALL_SCHEMAS: Partial<Record<(typeof JSON_OPS)[number], string>> = {
+  symlink: "nss", mknod: "nsnnn", mkdir: "nsnn", unlink: "ns", rmdir: "ns", rename: "nsnsn", link: "nns",
+  create: "nsnnn", opendir: "nn", fallocate: "nnnnn", copyFileRange: "nnnnnnnn",
+};
+/** Longest string a binary call carries (longer ones go as JSON; they fail validation anyway). */
+const CALL_MAX_UNITS = 8192;
+
+/** Payload size of a call in binary, or -1 if an argument does not fit the schema. */
+function callSize(schema: string, a: unknown[]): number {
+  if (a.length !== schema.length) return -1;
+  let size = 12;
+  for (let i = 0; i < schema.length; i++) {
+    const v = a[i];
+    if (schema.charCodeAt(i) === 110 /* n */) {
+      if (typeof v !== "number") return -1;
+      size += 8;
+    } else {
+      if (typeof v !== "string" || v.length > CALL_MAX_UNITS) return -1;
+      size += (4 + 2 * v.length + 7) & ~7;
+    }
+  }
+  return size;
+}
+
+function encodeCall(dv: DataView, at: number, index: number, ctx: RequestContext, schema: string, a: unknown[]): void {
+  dv.setUint32(at, index, true);
+  dv.setUint32(at + 4, ctx?.uid ?? 0, true);
+  dv.setUint32(at + 8, ctx?.gid ?? 0, true);
+  at += 12;
+  for (let i = 0; i < schema.length; i++) {
+    const v = a[i];
+    if (schema.charCodeAt(i) === 110 /* n */) {
+      dv.setFloat64(at, v as number, true);
+      at += 8;
+    } else {
+      const str = v as string;
+      dv.setUint32(at, str.length, true);
+      for (let k = 0; k < str.length; k++) dv.setUint16(at + 4 + 2 * k, str.charCodeAt(k), true);
+      at += (4 + 2 * str.length + 7) & ~7;
+    }
+  }
+}
 
 /** The caller of a replayed operation (only uid/gid matter to memfs). */
 const REPLAY_CTX = { uid: 0, gid: 0, pid: 0 } as unknown as RequestContext;
@@ -398,9 +447,19 @@ export class MemFS implements InodeFS {
     }
     // Rarer operations that change state: logged as JSON (names stay lossless: lone surrogates
     // are escaped by JSON.stringify).
+    // The common ones with numbers and names only: in binary (CALL_SCHEMAS), when the arguments
+    // have the expected types.
     for (const m of JSON_OPS) {
       const f = P[m]!;
+      const schema = CALL_SCHEMAS[m];
+      const index = JSON_OPS.indexOf(m);
       self[m] = (ctx: RequestContext, ...a: unknown[]) => {
+        const size = schema ? callSize(schema, a) : -1;
+        if (size >= 0) {
+          rep.begin(size);
+          encodeCall(dv, rep.pos, index, ctx, schema!, a);
+          return this.exec(OP_CALL, size, () => f.call(this, ctx, ...a));
+        }
         const bytes = encodeJsonOp(m, ctx, a);
         rep.begin(bytes.length);
         rep.bytes.set(bytes, rep.pos);
@@ -601,6 +660,27 @@ export class MemFS implements InodeFS {
         case OP_RELEASE:
           this.closeHandle(dv.getFloat64(off + 8, true));
           break;
+        case OP_CALL: {
+          const m = JSON_OPS[dv.getUint32(off, true)];
+          const schema = m && CALL_SCHEMAS[m];
+          if (!schema) throw new Error("bad logged call");
+          const args: unknown[] = [{ uid: dv.getUint32(off + 4, true), gid: dv.getUint32(off + 8, true), pid: 0 }];
+          let at = off + 12;
+          for (let i = 0; i < schema.length; i++) {
+            if (schema.charCodeAt(i) === 110 /* n */) {
+              args.push(dv.getFloat64(at, true));
+              at += 8;
+            } else {
+              const units = dv.getUint32(at, true);
+              let str = "";
+              for (let k = 0; k < units; k++) str += String.fromCharCode(dv.getUint16(at + 4 + 2 * k, true));
+              args.push(str);
+              at += (4 + 2 * units + 7) & ~7;
+            }
+          }
+          (P as unknown as Record<string, (...a: unknown[]) => unknown>)[m]!.apply(this, args);
+          break;
+        }
         case OP_JSON: {
           const [m, uid, gid, ...args] = JSON.parse(JSON_DECODER.decode(rep.bytes.subarray(off, off + len)), reviveBytes) as [string, number, number, ...unknown[]];
           if (!JSON_OPS.includes(m as (typeof JSON_OPS)[number])) throw new Error(`unknown logged operation ${m}`);
