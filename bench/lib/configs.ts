@@ -187,5 +187,6 @@ export const LIBFUSE_PAIRS: Array<{ label: string; a: string; b: string }> = [
   { label: "passthrough classic ÷ libfuse classic", a: "pt-classic", b: "lf-classic" },
   { label: "passthrough uring ÷ libfuse uring", a: "pt-uring", b: "lf-uring" },
   { label: "memfs uring ÷ libfuse uring", a: "memfs-uring", b: "lf-uring" },
+  { label: "memfs uring w2 ÷ libfuse uring", a: "memfs-uring-w2", b: "lf-uring" },
   { label: "kernel passthrough ÷ libfuse kernel passthrough", a: "kpt", b: "lf-kpt" },
 ];
