@@ -7,3 +7,11 @@ import { MemFS, type MemShared } from "./memfs.ts";
 export default function memfsCopy(ctx: ScriptContext): MemFS {
   return MemFS.replica(ctx.shared as MemShared);
 }
+
+/**
+ * A hot reload (`--watch`) re-evaluates this module in every worker: keep the copy (its state is
+ * the shared one; a second copy would replay the whole log and leave the first registered).
+ */
+export function reload(old: MemFS): MemFS {
+  return old;
+}
