@@ -37,10 +37,12 @@ Options:
                                   pin more than 64 MiB)
   --max-write BYTES               largest READ/WRITE request, 4096..1048576 (default 1 MiB,
                                   less on hosts with very many CPUs: pinned memory ≤ 64 MiB)
-  --workers N                     serve the io_uring queues from N threads: a script that
-                                  declares replicable: true runs one copy per thread; any other
-                                  filesystem stays on the main thread and the threads serve the
-                                  native data plane and forward the other requests to it
+  --workers N|auto                serve the io_uring queues from N threads: memfs, the
+                                  passthrough and scripts that declare replicable: true run one
+                                  copy per thread; any other filesystem stays on the main thread
+                                  and the threads serve the native data plane and forward the
+                                  other requests to it. auto: one per CPU (at most 8) for
+                                  filesystems that run as copies, else 1
   --data-plane native|js          native (default): READ/WRITE/FSYNC of handles opened with a
                                   backing fd (the passthrough's) are served by the shim, no
                                   JavaScript per request; js: every request goes to handlers
@@ -86,8 +88,8 @@ export interface MountCommand {
   /** 0 = sized to the pinned-memory budget */
   maxWrite: number;
   dataPlane: "native" | "js";
-  /** Threads serving the ring queues (copies of a replicable script, else forwarding to the main thread). */
-  workers: number;
+  /** Threads serving the ring queues (copies of a replicable script, else forwarding to the main thread); "auto": Session. */
+  workers: number | "auto";
   statsFile?: string;
   debug: boolean;
   /** Hot-reload the script when it (or a local file it imports) changes. */
@@ -222,7 +224,11 @@ export function parseArgs(argv: string[]): Command {
       case "--fd-budget": cmd.fdBudget = intArg(flag, value(), 1, 1 << 30); break;
       case "--no-file-handles": cmd.fileHandles = false; break;
       case "--no-fixed-buffers": cmd.fixedBuffers = false; break;
-      case "--workers": cmd.workers = intArg(flag, value(), 1, 64); break;
+      case "--workers": {
+        const v = value();
+        cmd.workers = v === "auto" ? "auto" : intArg(flag, v, 1, 64);
+        break;
+      }
       case "--data-plane": {
         const d = value();
         if (d !== "native" && d !== "js") throw new UsageError(`--data-plane must be native or js, got ${JSON.stringify(d)}`);

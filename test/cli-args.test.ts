@@ -50,6 +50,10 @@ describe("CLI arguments", () => {
     expect(d.fileHandles).toBe(true);
     expect(parseArgs(["mount", "--watch", "./fs.ts", "/mnt/c"])).toMatchObject({ fs: { type: "script", path: "./fs.ts" }, mountpoint: "/mnt/c", watch: true });
     expect((parseArgs(["mount", "./fs.ts", "/mnt/c"]) as { watch?: boolean }).watch).toBeFalsy();
+    expect(parseArgs(["mount", "--memfs", "/mnt/c", "--workers", "auto"])).toMatchObject({ workers: "auto" });
+    expect(parseArgs(["mount", "--memfs", "/mnt/c", "--workers", "3"])).toMatchObject({ workers: 3 });
+    expect(() => parseArgs(["mount", "--memfs", "/mnt/c", "--workers", "many"])).toThrow(UsageError);
+    expect(() => parseArgs(["mount", "--memfs", "/mnt/c", "--workers", "0"])).toThrow(UsageError);
   });
 });
 

@@ -136,7 +136,7 @@ export async function runMount(cmd: MountCommand): Promise<number> {
       workers: cmd.workers,
       // Copies of a replicable script; a filesystem with copies() (shared state) names its own
       // module (Session); anything else is served here with the workers forwarding.
-      workerModule: cmd.workers > 1 && cmd.fs.type === "script" && fs.replicable === true && !fs.copies ? { path: resolve(cmd.fs.path), args: cmd.fs.args, mountpoint: cmd.mountpoint } : null,
+      workerModule: cmd.workers !== 1 && cmd.fs.type === "script" && fs.replicable === true && !fs.copies ? { path: resolve(cmd.fs.path), args: cmd.fs.args, mountpoint: cmd.mountpoint } : null,
       entryTtl: cmd.entryTtl,
       attrTtl: cmd.attrTtl,
       negativeTtl: cmd.negativeTtl,

@@ -5,6 +5,7 @@
 
 import { JSCallback } from "bun:ffi";
 import { existsSync, readFileSync, write as fsWrite } from "node:fs";
+import { availableParallelism } from "node:os";
 import { errnoName, errnoOf, Errno, FuseError } from "../fs/errors.ts";
 import type { CopiesPlan, InitInfo, InodeFS } from "../fs/types.ts";
 import { native } from "../native.ts";
@@ -52,8 +53,10 @@ export interface SessionOptions {
    * Threads serving the ring queues (1 = this thread). With a `workerModule` whose filesystem
    * is `replicable: true` each worker runs its own copy; otherwise the workers serve the native
    * data plane and forward every other request to this thread (forwarding mode).
+   * "auto": one per CPU (at most 8) when the filesystem runs as copies, else 1 (forwarding
+   * makes metadata slower, so it is never chosen automatically); 1 on the classic transport.
    */
-  workers: number;
+  workers: number | "auto";
   /** The module every worker imports in copies mode (null: forwarding). */
   workerModule: WorkerModule | null;
   /** Internal: "worker" sessions run inside a worker thread: no /dev/fuse reader, the fd is not theirs. */
@@ -308,7 +311,9 @@ export class Session implements Sink, ReplyObserver {
       this.watchdog.unref?.();
     }
     if (this.opts.role === "worker") return; // no /dev/fuse reader: the main thread has it
-    if (this.opts.workers > 1) {
+    const auto = this.opts.workers === "auto";
+    if (auto) this.opts.workers = this.opts.transport === "classic" ? 1 : autoWorkerCount();
+    if ((this.opts.workers as number) > 1) {
       // Copies only of a module that says its copies answer alike; anything else is served here.
       if (this.opts.workerModule && fs.replicable !== true) this.opts.workerModule = null;
       // A filesystem that can run as copies over shared state (the built-in memfs, passthrough).
@@ -324,7 +329,8 @@ export class Session implements Sink, ReplyObserver {
           this.sharedCopies = plan.sharedState === true;
         }
       }
-      this.pool = new WorkerPool(this.opts.workers, this.opts.log, !this.opts.workerModule);
+      if (auto && !this.opts.workerModule) this.opts.workers = 1; // never forwarding by default
+      else this.pool = new WorkerPool(this.opts.workers as number, this.opts.log, !this.opts.workerModule);
     }
     this.classic = new ClassicSource(this, {
       fd,
@@ -1086,4 +1092,12 @@ function mergeStats(own: SessionStats, workers: (Partial<SessionStats> | null)[]
 
 function roundUp(n: number, to: number): number {
   return Math.ceil(n / to) * to;
+}
+
+/**
+ * `--workers auto`: a thread per CPU, as libfuse runs a ring thread per queue, capped at 8 (each
+ * worker is a JS heap of its own, ~12 MiB, and few filesystems scale past that on one mount).
+ */
+export function autoWorkerCount(): number {
+  return Math.max(1, Math.min(availableParallelism(), possibleCpus(), 8));
 }

@@ -9,6 +9,7 @@ import { describe, expect } from "bun:test";
 import { afterAll } from "bun:test";
 import { randomBytes } from "node:crypto";
 import { writeFileSync } from "node:fs";
+import { availableParallelism } from "node:os";
 import { join } from "node:path";
 import {
   BUN, CLI, REPO, cleanupAfterEach, dropCaches, noneInDState, fmt, fuseTest, isMounted, makeMountpoint, mountTmpfsSource, readStats, run, sh, shOk, sleep, spawnBg,
@@ -275,5 +276,23 @@ describe("--workers 2 copies over one shared state (InodeFS.copies)", () => {
     expect(threads.filter((t) => t.thread.startsWith("worker") && t.requests > 0).length).toBe(2);
     expect(Number(s.forwarded ?? 0)).toBe(0);
     expect(await d.stop("SIGTERM")).toBe(0);
+  }, 60_000);
+});
+
+describe("--workers auto", () => {
+  transportHooks("uring");
+  cleanupAfterEach();
+  const cpus = Math.min(availableParallelism(), 8);
+
+  fuseTest("a thread per CPU for a filesystem that runs as copies; one thread for one that would forward", async () => {
+    const copies = await startDaemon(["--transport", "uring", "--workers", "auto"], { command: scriptCommand(FIXTURE) });
+    if (cpus > 1) expect(copies.readyLine).toContain(`${cpus} worker threads, copies`);
+    else expect(copies.readyLine).not.toContain("worker threads");
+    expect(await shOk(`cat "$1/thread"`, [copies.mnt])).toBe(cpus > 1 ? "worker\n" : "main\n");
+    expect(await copies.stop("SIGTERM")).toBe(0);
+    const single = await startDaemon(["--transport", "uring", "--workers", "auto"], { command: scriptCommand(join(REPO, "examples", "hello.ts")) });
+    expect(single.readyLine).toContain("transport=uring");
+    expect(single.readyLine).not.toContain("worker threads");
+    expect(await single.stop("SIGTERM")).toBe(0);
   }, 60_000);
 });
