@@ -6,6 +6,7 @@
 import { describe, expect } from "bun:test";
 import { randomBytes } from "node:crypto";
 import { writeFileSync } from "node:fs";
+import { availableParallelism } from "node:os";
 import { join } from "node:path";
 import {
   BUN, CLI, REPO, cleanupAfterEach, dropCaches, fmt, fuseTest, isMounted, makeMountpoint, noneInDState, readStats, run, sh, shOk, sleep, spawnBg,
@@ -98,6 +99,15 @@ describe("--memfs --workers 2: copies over one shared state", () => {
     expect(await freeInodes(0)).toBe(before);
     const s = await readStats(stats, { until: (x) => Number(x.forgets) >= 1 });
     expect(Number(s.forwarded ?? 0)).toBe(0);
+    expect(await d.stop("SIGTERM")).toBe(0);
+  }, 60_000);
+
+  fuseTest("--workers auto: a copy per CPU", async () => {
+    const cpus = Math.min(availableParallelism(), 8);
+    const d = await startDaemon(["--transport", "uring", "--workers", "auto"]);
+    if (cpus > 1) expect(d.readyLine).toContain(`${cpus} worker threads, copies`);
+    await onCpu(0, 'echo x > "$1/f"', [d.mnt]);
+    expect(await onCpu(cpus - 1, 'cat "$1/f"', [d.mnt])).toBe("x\n");
     expect(await d.stop("SIGTERM")).toBe(0);
   }, 60_000);
 
