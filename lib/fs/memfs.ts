@@ -179,7 +179,7 @@ export interface MemShared {
   segs: SharedArrayBuffer[];
 }
 
-/** The module each worker loads for its copy. */
+/** The module each worker loads for its copy (absent in the standalone binary: forwarding). */
 const COPY_MODULE = new URL("./memfs-copy.ts", import.meta.url).pathname;
 /** Address space set aside for file data, at most (1 GiB segments): 1 TiB. */
 const MAX_SEGMENTS = 1024;
@@ -368,6 +368,7 @@ export class MemFS implements InodeFS {
     const r = this.root;
     if (this.nextIno !== ROOT + 1 || this.nextFh !== 1 || this.store.high !== 0 || r.xattrs || r.dir!.list.length > 0) return null;
     if (Math.ceil(this.store.maxPages / SEG_PAGES) > MAX_SEGMENTS) return null;
+    // The standalone binary: the script loader reads modules from disk, so forwarding there.
     if (!existsSync(COPY_MODULE)) return null;
     const shared: MemShared = {
       kind: "memfs-shared-v1",
