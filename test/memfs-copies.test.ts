@@ -61,6 +61,15 @@ describe("memfs copies over one shared state", () => {
     expect([...out.subarray(0, 8)]).toEqual([0, 0, 0, 0, 0, 1, 2, 3]);
     copy.release(ctx, e.entry.ino, fh, 0);
     expect(fs.stats().openHandles).toBe(0);
+    // Names are bytes: raw bytes (U+DC80–U+DCFF) cross the log unchanged, binary and JSON entries alike.
+    const raw = "n\udc80\udcff\u00e9";
+    copy.rename(ctx, ROOT, "x", ROOT, raw, 0);
+    fs.setxattr(ctx, e.entry.ino, `user.${raw}`, new Uint8Array([0, 255]), 0);
+    copy.symlink(ctx, ROOT, "l", `t\udcfe`);
+    expect(fs.lookup(ctx, ROOT, raw).ino).toBe(e.entry.ino);
+    expect(copy.listxattr(ctx, e.entry.ino)).toEqual([`user.${raw}`]);
+    expect([...copy.getxattr(ctx, e.entry.ino, `user.${raw}`)]).toEqual([0, 255]);
+    expect(fs.readlink(ctx, fs.lookup(ctx, ROOT, "l").ino)).toBe("t\udcfe");
     expect(copy.dumpState()).toBe(fs.dumpState());
     copy.destroy();
     fs.destroy();

@@ -361,6 +361,12 @@ export class MemFS implements InodeFS {
    * overrides would not run in the workers' copies), for a filesystem that already served
    * operations, and for a maxBytes larger than the address space set aside for it. A wrapper
    * that changes what memfs answers must not pass this method on.
+   *
+   * Limits: every copy (each worker's and this one) holds the whole metadata (nodes, names) in
+   * its own heap, so metadata memory is multiplied by workers + 1 (file data is not); every
+   * operation of every copy is serialized by one lock (memfs runs on one core at a time; the
+   * transports, the kernel and the copies' bytes run in parallel); a copy that cannot join (the
+   * log was half full before it started) fails to load.
    */
   copies(): CopiesPlan | null {
     if (this.plan) return this.plan;
