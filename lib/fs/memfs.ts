@@ -452,10 +452,9 @@ export class MemFS implements InodeFS {
         }
       };
     }
-    // Rarer operations that change state: logged as JSON (names stay lossless: lone surrogates
-    // are escaped by JSON.stringify).
-    // The common ones with numbers and names only: in binary (CALL_SCHEMAS), when the arguments
-    // have the expected types.
+    // The other operations that change state: logged as a call. Those with numbers and names
+    // only in binary (CALL_SCHEMAS) when the arguments have the expected types; the rest
+    // (setattr, xattrs) as JSON (names stay lossless: JSON.stringify escapes lone surrogates).
     for (const m of JSON_OPS) {
       const f = P[m]!;
       const schema = CALL_SCHEMAS[m];
