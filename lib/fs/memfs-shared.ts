@@ -8,8 +8,9 @@
 //   directories, the page allocator's bookkeeping) ends up identical.
 // - The log: a byte ring in a SharedArrayBuffer (LOG_SIZE); every copy has a cursor (how far it
 //   applied). A writer needs room: everything every live copy applied can be overwritten. A copy
-//   idle in its event loop catches up from a timer (CATCH_UP_MS) and writes a heartbeat; a writer
-//   that finds no room gives up the lock and waits for the laggards. A copy whose heartbeat is
+//   idle in its event loop catches up from a timer (IDLE_MS; CATCH_UP_MS while it finds work)
+//   and writes a heartbeat; a writer that finds no room gives up the lock and waits for the
+//   laggards. A copy whose heartbeat is
 //   older than DEAD_MS while the log is full is evicted (a terminated or stuck thread): its own
 //   operations fail with EIO from then on, everyone else goes on. A writer that still finds no
 //   room after WAIT_MS answers EIO without executing (the state is unchanged).
@@ -28,6 +29,9 @@ export const MAX_REPLICAS = 64;
 export const HDR = 32;
 export const OP_PAD = 0;
 
+/** An idle copy looks at the log this often (an idle daemon should stay asleep)… */
+const IDLE_MS = 250;
+/** …and this often while it finds entries to apply (other copies are busy). */
 const CATCH_UP_MS = 10;
 const DEAD_MS = 2000;
 const WAIT_MS = 10_000;
@@ -81,7 +85,8 @@ export class Replicator {
   /** Where the payload of the entry being prepared starts (after begin). */
   pos = 0;
   private locked = false;
-  private timer: ReturnType<typeof setInterval> | null = null;
+  private timer: ReturnType<typeof setTimeout> | null = null;
+  private closed = false;
   /** Entries applied from other copies (diagnostics). */
   applied = 0;
   private broken: string | null = null;
@@ -126,29 +131,38 @@ export class Replicator {
 
   /** Keep up while idle (the timer does not keep the thread alive). */
   startTimer(): void {
-    if (this.timer) return;
-    this.timer = setInterval(() => this.idle(), CATCH_UP_MS);
+    if (this.timer || this.closed) return;
+    const tick = () => {
+      const busy = this.idle();
+      if (this.closed) return;
+      this.timer = setTimeout(tick, busy ? CATCH_UP_MS : IDLE_MS);
+      (this.timer as { unref?: () => void }).unref?.();
+    };
+    this.timer = setTimeout(tick, IDLE_MS);
     (this.timer as { unref?: () => void }).unref?.();
   }
 
   /** Leave: the log no longer waits for this copy. */
   close(): void {
-    if (this.timer) clearInterval(this.timer);
+    this.closed = true;
+    if (this.timer) clearTimeout(this.timer);
     this.timer = null;
     this.broken ??= "memfs: this copy left the shared state (destroy)";
     if (Atomics.load(this.ctl, STATE + this.id) === ACTIVE) Atomics.store(this.ctl, STATE + this.id, FREE);
   }
 
-  private idle(): void {
+  /** Heartbeat, and catch up if behind; returns whether there was something to apply. */
+  private idle(): boolean {
     Atomics.store(this.ctl, BEAT + this.id, nowMs());
-    if (this.locked || this.broken) return;
-    if (Atomics.load(this.ctl, HEAD) === Atomics.load(this.ctl, CURSOR + this.id)) return;
+    if (this.locked || this.broken) return false;
+    if (Atomics.load(this.ctl, HEAD) === Atomics.load(this.ctl, CURSOR + this.id)) return false;
     try {
       this.lock();
       this.unlock();
     } catch {
       // evicted or broken: its operations report it
     }
+    return true;
   }
 
   /** Take the mutex and apply what the other copies logged. Throws EIO when this copy cannot serve. */
