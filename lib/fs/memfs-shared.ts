@@ -36,6 +36,8 @@ const CATCH_UP_MS = 10;
 const DEAD_MS = 2000;
 const WAIT_MS = 10_000;
 const LOCK_WAIT_MS = 30_000;
+/** Looks at a held lock before sleeping on it (~1–3 µs). */
+const SPIN = 200;
 
 // Control words (Int32Array over `ctl`).
 const LOCK = 0;
@@ -169,7 +171,7 @@ export class Replicator {
   lock(): void {
     if (this.broken) throw new FuseError("EIO", this.broken);
     const c = this.ctl;
-    if (Atomics.compareExchange(c, LOCK, 0, 1) !== 0) {
+    if (Atomics.compareExchange(c, LOCK, 0, 1) !== 0 && !this.spin()) {
       const deadline = performance.now() + LOCK_WAIT_MS;
       // Futex mutex (Drepper's "mutex 2"): 2 = locked with waiters.
       let v = Atomics.exchange(c, LOCK, 2);
@@ -189,6 +191,18 @@ export class Replicator {
       throw new FuseError("EIO", this.broken);
     }
     if (this.id !== undefined) this.catchUp();
+  }
+
+  /**
+   * The lock is held for about a microsecond: look for it a little before sleeping on the futex
+   * (a sleep and a wake-up cost more, and the holder runs on the other CPU). True: taken.
+   */
+  private spin(): boolean {
+    const c = this.ctl;
+    for (let i = 0; i < SPIN; i++) {
+      if (Atomics.load(c, LOCK) === 0 && Atomics.compareExchange(c, LOCK, 0, 1) === 0) return true;
+    }
+    return false;
   }
 
   unlock(): void {
