@@ -1070,7 +1070,7 @@ class EarlyInterrupts {
  * forwarded are counted once, by the main thread that handled them.
  */
 function mergeStats(own: SessionStats, workers: (Partial<SessionStats> | null)[], forwarding: boolean): SessionStats {
-  const out: SessionStats = { ...own, ops: { ...own.ops }, threads: [...own.threads] };
+  const out: SessionStats = { ...own, ops: { ...own.ops }, latencyUs: { ...own.latencyUs }, threads: [...own.threads] };
   const sum = ["ringRequests", "devRequests", "wakeups", "cqes", "submits", "inflight", "pinnedBytes", "fixedIo", "nativeSync", "waitTimers", "enters", "nativeRequests",
     "nativeReadBytes", "nativeWriteBytes", "nativeErrors", "ringRecovered", "errors", "replies", "forgets", "interrupts"] as const;
   workers.forEach((w, i) => {
@@ -1081,6 +1081,7 @@ function mergeStats(own: SessionStats, workers: (Partial<SessionStats> | null)[]
     out.nativeHandles += w.nativeHandles ?? 0;
     out.fixedBuffers ||= w.fixedBuffers ?? false;
     for (const [op, n] of Object.entries(w.ops ?? {})) out.ops[op] = (out.ops[op] ?? 0) + n;
+    for (const [op, l] of Object.entries(w.latencyUs ?? {})) out.latencyUs[op] = mergeLatency(out.latencyUs[op], l);
     for (const t of w.threads ?? []) out.threads.push({ ...t, thread: `worker ${i}` });
   });
   // Distinct requests: forwarded ones appear in a worker's row and in the main thread's.
@@ -1088,6 +1089,24 @@ function mergeStats(own: SessionStats, workers: (Partial<SessionStats> | null)[]
   // A forwarded request is two hand-offs: the worker's message to the main thread, the commit back.
   out.handoffsPerRequest = reqs ? (out.wakeups + 2 * out.forwarded) / reqs : 0;
   return out;
+}
+
+/**
+ * Two threads' latency summaries of one opcode: counts, means and maxima exact; percentiles
+ * approximate (p50 weighted by count, p99 the larger: an upper bound).
+ */
+function mergeLatency(a: LatencySummary | undefined, b: LatencySummary): LatencySummary {
+  if (!a || a.count === 0) return { ...b };
+  if (b.count === 0) return a;
+  const count = a.count + b.count;
+  return {
+    ...a,
+    count,
+    p50: (a.p50 * a.count + b.p50 * b.count) / count,
+    p99: Math.max(a.p99, b.p99),
+    max: Math.max(a.max, b.max),
+    mean: (a.mean * a.count + b.mean * b.count) / count,
+  };
 }
 
 function roundUp(n: number, to: number): number {

@@ -104,7 +104,8 @@ for (const transport of TRANSPORTS) {
       const d = await startDaemon(["--transport", transport, "--debug"]);
       await shOk('printf "hello, world\\n" > "$1/hello.txt" && dd if="$1/hello.txt" bs=4096 count=1 status=none >/dev/null && ! stat "$1/missing" 2>/dev/null', [d.mnt]);
       expect(await d.stop()).toBe(0);
-      const lines = d.stderr().split("\n");
+      // A worker thread's lines (--workers auto: memfs runs a copy per CPU) carry its name first.
+      const lines = d.stderr().split("\n").map((l) => l.replace(/^\[worker \d+\] /, ""));
       const rx = (re: RegExp) => lines.filter((l) => re.test(l));
       /** The tx line answering rx line `l`. */
       const txOf = (l: string) => lines.find((t) => t.startsWith(`tx ${l.split(" ")[1]} `));
