@@ -159,8 +159,7 @@ export class Replicator {
     if (this.locked || this.broken) return false;
     if (Atomics.load(this.ctl, HEAD) === Atomics.load(this.ctl, CURSOR + this.id)) return false;
     try {
-      this.lock();
-      this.unlock();
+      if (Atomics.load(this.ctl, STATE + this.id) === ACTIVE) this.catchUp(false);
     } catch {
       // evicted or broken: its operations report it
     }
@@ -171,6 +170,8 @@ export class Replicator {
   lock(): void {
     if (this.broken) throw new FuseError("EIO", this.broken);
     const c = this.ctl;
+    // Most of the way without the lock (catchUp), the rest under it.
+    if (this.id !== undefined && Atomics.load(c, HEAD) !== Atomics.load(c, CURSOR + this.id) && Atomics.load(c, STATE + this.id) === ACTIVE) this.catchUp(false);
     if (Atomics.compareExchange(c, LOCK, 0, 1) !== 0 && !this.spin()) {
       const deadline = performance.now() + LOCK_WAIT_MS;
       // Futex mutex (Drepper's "mutex 2"): 2 = locked with waiters.
@@ -190,7 +191,7 @@ export class Replicator {
       this.log(`fuse-uring: ${this.broken}; its requests fail with EIO`);
       throw new FuseError("EIO", this.broken);
     }
-    if (this.id !== undefined) this.catchUp();
+    if (this.id !== undefined) this.catchUp(true);
   }
 
   /**
@@ -210,7 +211,14 @@ export class Replicator {
     if (Atomics.exchange(this.ctl, LOCK, 0) === 2) Atomics.notify(this.ctl, LOCK, 1);
   }
 
-  private catchUp(): void {
+  /**
+   * Apply what the other copies logged. Needs no lock (`locked` false): the entries up to the
+   * head are complete (written before the head moved, which Atomics orders), no writer
+   * overwrites them before this copy's cursor passes them, and a replay touches no shared bytes
+   * — only this copy's own state. So a copy replays mostly outside the lock and holds it only for
+   * the last few entries and its own operation.
+   */
+  private catchUp(locked: boolean): void {
     const c = this.ctl;
     const head = Atomics.load(c, HEAD) >>> 0;
     let cur = Atomics.load(c, CURSOR + this.id) >>> 0;
@@ -222,7 +230,7 @@ export class Replicator {
         const off = cur & (this.size - 1);
         const len = dv.getUint32(off, true);
         const op = dv.getUint32(off + 4, true);
-        if (len < 8 || (len & 7) !== 0 || off + len > this.size) throw new Error(`memfs: corrupt shared log entry at ${cur} (length ${len})`);
+        if (len < 8 || (len & 7) !== 0 || off + len > this.size || ((head - cur) >>> 0) < len) throw new Error(`memfs: corrupt shared log entry at ${cur} (length ${len})`);
         if (op !== OP_PAD) {
           const has = dv.getUint32(off + 20, true) !== 0;
           if (has) {
@@ -239,7 +247,7 @@ export class Replicator {
       this.broken = `BUG: memfs copy ${this.id} diverged from the shared log: ${e instanceof Error ? e.message : String(e)}`;
       this.log(`fuse-uring: ${this.broken}`);
       Atomics.store(c, STATE + this.id, EVICTED);
-      this.unlock();
+      if (locked) this.unlock();
       throw new FuseError("EIO", this.broken);
     } finally {
       if (!this.broken) Atomics.store(c, CURSOR + this.id, cur | 0);
