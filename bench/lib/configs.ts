@@ -68,7 +68,9 @@ export function configDefs(env: ConfigEnv): ConfigDef[] {
     },
     {
       id: "memfs-uring", label: "memfs uring", short: "memfs ur", kind: "memfs", transport: "uring", optional: false, colour: "#08519c",
-      description: "same filesystem, requests and replies through FUSE-over-io_uring (one queue per CPU)",
+      // one thread (the default, --workers auto, runs memfs as a copy per CPU: memfs-uring-w2)
+      extraArgs: env.hasWorkers ? ["--workers", "1"] : undefined,
+      description: "same filesystem, requests and replies through FUSE-over-io_uring (one queue per CPU), one thread",
     },
     {
       id: "pt-classic", label: env.hasDataPlane ? "passthrough classic, native data plane" : "passthrough classic", short: "pt cl", kind: "passthrough", transport: "classic", optional: true, colour: "#fdae6b",
