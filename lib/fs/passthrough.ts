@@ -70,7 +70,7 @@ import * as libc from "./passthrough/libc.ts";
 import * as stat from "./passthrough/stat.ts";
 import { FdCache, PassthroughNode, probeHandles, type FdCacheStats } from "./passthrough/nodes.ts";
 import {
-  SharedDirStore, SharedFdCacheState, SharedNodeTable, createShare, lockHandlers,
+  SharedDirStore, SharedFdCacheState, SharedMutex, SharedNodeTable, createShare, lockHandlers,
   type DirListing, type DirStore, type NodeTable, type PassthroughShare,
 } from "./passthrough/shared.ts";
 import { decodeName } from "../protocol/names.ts";
@@ -295,6 +295,8 @@ export class PassthroughFS implements InodeFS {
   private dirs: DirStore;
   /** Copies mode (passthrough/shared.ts): the state shared with the other copies, else null. */
   private share: PassthroughShare | null = null;
+  /** Copies mode: the table's mutex (lockHandlers takes it around the handlers that need it). */
+  private mutex: SharedMutex | null = null;
   /** A worker's copy (not the main thread's instance): the shared state is not its to tear down. */
   readonly isCopy: boolean = false;
   protected info: InitInfo | null = null;
@@ -328,6 +330,7 @@ export class PassthroughFS implements InodeFS {
       this.dirs = new SharedDirStore(share, t.M);
       this.fds = new FdCache(share.budget, t.root, t.mountFd, this.options.log, new SharedFdCacheState(t));
       this.share = share;
+      this.mutex = t.mutex;
       lockHandlers(this, t.mutex);
       return;
     }
@@ -414,6 +417,7 @@ export class PassthroughFS implements InodeFS {
       this.dirs = new SharedDirStore(share, t.M);
       this.fds = new FdCache(share.budget, t.root, t.mountFd, this.options.log, new SharedFdCacheState(t));
       this.share = share;
+      this.mutex = t.mutex;
       lockHandlers(this, t.mutex);
     }
     return { module: copyModule(), shared: this.share, sharedState: true };
@@ -950,14 +954,23 @@ export class PassthroughFS implements InodeFS {
 
   flush(_ctx: RequestContext, _ino: number, fh: number): void {
     // close(dup(fh)): what close(2) of the caller's file does to the backing file.
+    // Only the file handle is used: in copies mode no lock, unless the descriptor cache must
+    // shed (the close of a backing file on NFS or FUSE may take a while: others go on meanwhile).
     let d = libc.dupRaw(fh);
-    if (this.fds.makeRoom(d)) d = libc.dupRaw(fh);
     if (d === -Errno.EMFILE || d === -Errno.ENFILE) {
-      // No spare descriptor. The caller's close(2) must not fail: the data is already in the
-      // backing file (every WRITE is a pwrite), only the backing filesystem's close-time flush
-      // (NFS, FUSE) is skipped.
-      this.fds.shortageOf(-d, "flush");
-      return;
+      this.mutex?.lock();
+      try {
+        if (this.fds.makeRoom(d)) d = libc.dupRaw(fh);
+        if (d === -Errno.EMFILE || d === -Errno.ENFILE) {
+          // No spare descriptor. The caller's close(2) must not fail: the data is already in the
+          // backing file (every WRITE is a pwrite), only the backing filesystem's close-time flush
+          // (NFS, FUSE) is skipped.
+          this.fds.shortageOf(-d, "flush");
+          return;
+        }
+      } finally {
+        this.mutex?.unlock();
+      }
     }
     check(d);
     check(libc.closeRaw(d));

@@ -735,16 +735,16 @@ export class SharedDirStore implements DirStore {
 /** The handlers (and internals called outside a handler) that read or change shared state. */
 const LOCKED = [
   "lookup", "forget", "getattr", "setattr", "readlink", "symlink", "mknod", "mkdir", "unlink", "rmdir", "rename", "link",
-  "open", "create", "flush", "release", "opendir", "readdir", "releasedir", "statfs",
+  "open", "create", "release", "opendir", "readdir", "releasedir", "statfs",
   "setxattr", "getxattr", "listxattr", "removexattr", "access", "destroy", "killPriv", "sourcePath",
 ] as const;
 
 /**
  * Give `fs` (one copy, or the main thread's instance) own methods that run its handlers under
  * the table's mutex. The wrappers take the arguments one by one (no rest array: nothing is
- * allocated per request). READ/WRITE/FSYNC/FALLOCATE/LSEEK/COPY_FILE_RANGE use only the file
- * handle (a descriptor of its own) and run unlocked; a WRITE that must clear set-user-ID takes
- * the lock in killPriv.
+ * allocated per request). READ/WRITE/FSYNC/FLUSH/FALLOCATE/LSEEK/COPY_FILE_RANGE use only the
+ * file handle (a descriptor of its own) and run unlocked; a WRITE that must clear set-user-ID
+ * takes the lock in killPriv, a FLUSH that must shed descriptors in flush.
  */
 export function lockHandlers(fs: object, mutex: SharedMutex): void {
   const o = fs as Record<string, unknown>;
