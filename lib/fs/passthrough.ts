@@ -60,7 +60,7 @@
 // - Synchronous calls block the event loop for one syscall each (copy_file_range ≤ 64 MiB per
 //   request); only fsync, which can really block, goes to the thread pool.
 
-import { fdatasync as fsFdatasync, fsync as fsFsync, constants as C, openSync, readlinkSync } from "node:fs";
+import { existsSync, fdatasync as fsFdatasync, fsync as fsFsync, constants as C, openSync, readlinkSync } from "node:fs";
 import { FuseError, errnoOf, Errno } from "./errors.ts";
 import type {
   Attr, CopiesPlan, CreateReply, DirFiller, Entry, InitInfo, InodeFS, OpenReply, RequestContext, SetattrChanges, Statfs,
@@ -405,6 +405,10 @@ export class PassthroughFS implements InodeFS {
     if (!this.fds.useHandles) return null;
     // - already used on this thread (not the case for the CLI: copies() comes before INIT).
     if (this.table.size !== 1 || this.dirs.fds().length !== 0) return null;
+    // - the worker module cannot be loaded: inside a compiled binary (scripts/compile.sh) the
+    //   script loader does not find embedded modules by path.
+    const module = copyModule();
+    if (!existsSync(module)) return null;
     {
       const root = this.table.root;
       const share = createShare({
@@ -420,7 +424,7 @@ export class PassthroughFS implements InodeFS {
       this.mutex = t.mutex;
       lockHandlers(this, t.mutex);
     }
-    return { module: copyModule(), shared: this.share, sharedState: true };
+    return { module, shared: this.share, sharedState: true };
   }
 
   /** A worker's copy over the state of the main instance's copies() (passthrough/copy.ts). */
@@ -1152,9 +1156,8 @@ export class PassthroughFS implements InodeFS {
   }
 }
 
-/** The worker module of copies mode (an absolute path; inside a compiled binary, its bunfs path). */
+/** The worker module of copies mode (an absolute path). */
 function copyModule(): string {
-  if (import.meta.url.includes("/$bunfs/")) return "/$bunfs/root/lib/fs/passthrough/copy.ts";
   return new URL("./passthrough/copy.ts", import.meta.url).pathname;
 }
 
