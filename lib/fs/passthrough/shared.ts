@@ -30,6 +30,7 @@
 // links (parent + name: re-open by path), so an evicted node is re-opened by kernel file handle
 // only; kernel passthrough backing ids.
 
+import { FuseError } from "../errors.ts";
 import type { Attr } from "../types.ts";
 import type { FdCacheState, PassthroughNode } from "./nodes.ts";
 import { decodeName, encodeName } from "../../protocol/names.ts";
@@ -506,7 +507,7 @@ export class SharedNodeTable implements NodeTable {
   private growSlots(): void {
     const cap = this.M[M_CAP]!;
     const next = Math.min(cap * 2, SLOTS_MAX);
-    if (next <= cap) throw Object.assign(new Error("passthrough: node table full"), { errno: 12 /* ENOMEM */ });
+    if (next <= cap) throw new FuseError("ENOMEM", "passthrough: node table full");
     this.share.slots.grow(next * SLOT);
     this.M[M_CAP] = next;
   }
@@ -625,7 +626,7 @@ export class SharedDirStore implements DirStore {
     if (fd >= this.M[M_DIR_CAP]!) {
       let cap = this.M[M_DIR_CAP]!;
       while (cap <= fd) cap *= 2;
-      if (cap * 16 > DIRS_MAX_BYTES) throw Object.assign(new Error("passthrough: directory handle table full"), { errno: 24 /* EMFILE */ });
+      if (cap * 16 > DIRS_MAX_BYTES) throw new FuseError("EMFILE", "passthrough: directory handle table full");
       this.share.dirTable.grow(cap * 16);
       this.M[M_DIR_CAP] = cap;
     }
@@ -704,7 +705,7 @@ export class SharedDirStore implements DirStore {
       if (M[M_ARENA_DEAD]! > 0) this.compact();
       let size = this.share.arena.byteLength;
       while (M[M_ARENA_BUMP]! + bytes > size && size < ARENA_MAX) size = Math.min(size * 2, ARENA_MAX);
-      if (M[M_ARENA_BUMP]! + bytes > size) throw Object.assign(new Error("passthrough: directory listings use all of their arena"), { errno: 12 /* ENOMEM */ });
+      if (M[M_ARENA_BUMP]! + bytes > size) throw new FuseError("ENOMEM", "passthrough: directory listings use all of their arena");
       if (size > this.share.arena.byteLength) this.share.arena.grow(size);
     }
     const off = M[M_ARENA_BUMP]!;
