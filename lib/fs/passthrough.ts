@@ -473,7 +473,12 @@ export class PassthroughFS implements InodeFS {
       n = undefined;
     }
     if (!n) {
-      n = this.table.create(dev, ino, mode);
+      try {
+        n = this.table.create(dev, ino, mode);
+      } catch (e) {
+        closeQuiet(fd); // the shared table is full (ENOMEM)
+        throw e;
+      }
       n.btimeSec = stat.btimeSec();
       n.btimeNsec = stat.btimeNsec();
     }
