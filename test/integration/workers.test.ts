@@ -351,7 +351,9 @@ describe("--workers 2: the passthrough as copies over shared state", () => {
     await shOk(`taskset -c 0 python3 -c 'import sys; [open("%s/f%d" % (sys.argv[1], i), "w").close() for i in range(1500)]' "$1"`, [d.mnt]);
     await shOk(`taskset -c 1 python3 -c 'import os, sys; [os.stat("%s/f%d" % (sys.argv[1], i)) for i in range(1500)]' "$1"`, [d.mnt]);
     const during = fdCount(pid);
-    expect(during).toBeGreaterThanOrEqual(before + 1500);
+    // One O_PATH descriptor per node (give or take the directory handle of the first `ls`,
+    // which its RELEASEDIR closes asynchronously).
+    expect(during).toBeGreaterThanOrEqual(before + 1490);
     let after = during;
     for (let i = 0; i < 50 && after > before + 100; i++) {
       await dropCaches();
