@@ -325,7 +325,7 @@ export class PassthroughFS implements InodeFS {
       this.nofile = { before: 0, after: 0, hard: 0, error: "" };
       this.handleProbe = share.handleProbe;
       this.isCopy = true;
-      const t = new SharedNodeTable(share);
+      const t = new SharedNodeTable(share, this.options.log);
       this.table = t;
       this.dirs = new SharedDirStore(share, t.M);
       this.fds = new FdCache(share.budget, t.root, t.mountFd, this.options.log, new SharedFdCacheState(t));
@@ -378,7 +378,10 @@ export class PassthroughFS implements InodeFS {
 
   /** Descriptor cache counters. */
   fdStats(): FdCacheStats {
-    return this.fds.stats();
+    const s = this.fds.stats();
+    // Copies mode: how often a thread found the node table locked by another and waited.
+    if (this.mutex) s.tableLockWaits = this.mutex.waits;
+    return s;
   }
 
   // ---- copies mode (--workers N) ---------------------------------------------------------
@@ -416,7 +419,7 @@ export class PassthroughFS implements InodeFS {
         handleProbe: this.handleProbe, budget: this.fds.budget,
       });
       SharedNodeTable.init(share, { dev: root.dev, ino: root.ino, mode: root.mode, fd: root.fd, mountFd: this.fds.mountFd });
-      const t = new SharedNodeTable(share);
+      const t = new SharedNodeTable(share, this.options.log);
       this.table = t;
       this.dirs = new SharedDirStore(share, t.M);
       this.fds = new FdCache(share.budget, t.root, t.mountFd, this.options.log, new SharedFdCacheState(t));

@@ -105,6 +105,8 @@ export interface FdCacheStats {
   failures: number;
   /** How evicted nodes are re-opened: "handle" (kernel file handles) or "path". */
   mode: "handle" | "path";
+  /** Copies mode (--workers N): times a thread waited for another to release the node table. */
+  tableLockWaits?: number;
 }
 
 /**

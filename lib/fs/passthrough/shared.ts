@@ -65,6 +65,7 @@ const M_MOUNT_FD = 9;
 const M_ARENA_BUMP = 10; // bytes used in the directory arena (multiple of 8)
 const M_ARENA_DEAD = 11; // bytes of released listings not yet compacted away
 const M_DIR_CAP = 12; // directory handle records (indexed by descriptor)
+const M_LOCK_WAITS = 13; // times a thread found the mutex held and had to wait (all threads)
 // Counters (Float64Array over `meta`, from word 16 = byte 64).
 const C_BASE = 8;
 const C_HELD = C_BASE + 0, C_MAXHELD = C_BASE + 1, C_EVICT = C_BASE + 2, C_BYHANDLE = C_BASE + 3;
@@ -120,7 +121,17 @@ export function createShare(o: { source: string; emulateOwnership: boolean; file
  */
 export class SharedMutex {
   private depth = 0;
-  constructor(private readonly w: Int32Array) {}
+  private warned = false;
+  constructor(
+    private readonly w: Int32Array,
+    /** Told once when a wait lasts long (a backing filesystem call that does not return?). */
+    private readonly log: (line: string) => void = () => {},
+  ) {}
+
+  /** Times any thread had to wait for the mutex. */
+  get waits(): number {
+    return Atomics.load(this.w, M_LOCK_WAITS);
+  }
 
   lock(): void {
     if (this.depth++ > 0) return;
@@ -130,9 +141,14 @@ export class SharedMutex {
     // Held for a few µs at most: spin briefly before sleeping.
     for (let i = 0; i < 64 && c !== 0; i++) c = Atomics.compareExchange(w, M_LOCK, 0, 1);
     if (c === 0) return;
+    Atomics.add(w, M_LOCK_WAITS, 1);
     if (c !== 2) c = Atomics.exchange(w, M_LOCK, 2);
+    let waited = 0;
     while (c !== 0) {
-      Atomics.wait(w, M_LOCK, 2);
+      if (Atomics.wait(w, M_LOCK, 2, 1000) === "timed-out" && ++waited === 10 && !this.warned) {
+        this.warned = true;
+        this.log("fuse-uring: passthrough: waited 10 s for the node table lock: another thread has been in one backing filesystem call that long");
+      }
       c = Atomics.exchange(w, M_LOCK, 2);
     }
   }
@@ -353,14 +369,14 @@ export class SharedNodeTable implements NodeTable {
   readonly root: SharedNode;
   readonly mutex: SharedMutex;
 
-  constructor(readonly share: PassthroughShare) {
+  constructor(readonly share: PassthroughShare, log?: (line: string) => void) {
     this.M = new Int32Array(share.meta);
     this.C = new Float64Array(share.meta);
     this.I = new Int32Array(share.slots);
     this.F = new Float64Array(share.slots);
     this.U8 = new Uint8Array(share.slots);
     this.B = new Int32Array(share.buckets);
-    this.mutex = new SharedMutex(this.M);
+    this.mutex = new SharedMutex(this.M, log);
     this.root = this.view(1)!;
   }
 
