@@ -41,8 +41,8 @@ Options:
                                   passthrough and scripts that declare replicable: true run one
                                   copy per thread; any other filesystem stays on the main thread
                                   and the threads serve the native data plane and forward the
-                                  other requests to it. auto: one per CPU (at most 8) for
-                                  filesystems that run as copies, else 1
+                                  other requests to it. auto (default): one per CPU (at most
+                                  8) for filesystems that run as copies, else 1
   --data-plane native|js          native (default): READ/WRITE/FSYNC of handles opened with a
                                   backing fd (the passthrough's) are served by the shim, no
                                   JavaScript per request; js: every request goes to handlers
@@ -176,7 +176,7 @@ export function parseArgs(argv: string[]): Command {
 
   const positional: string[] = [];
   const cmd: Omit<MountCommand, "fs" | "mountpoint"> & { fs?: MountCommand["fs"] } = {
-    kind: "mount", transport: "auto", queueDepth: 0, maxWrite: 0, dataPlane: "native", workers: 1, debug: false, allowOther: false,
+    kind: "mount", transport: "auto", queueDepth: 0, maxWrite: 0, dataPlane: "native", workers: "auto", debug: false, allowOther: false,
     defaultPermissions: true, readOnly: false, writebackCache: false, kernelPassthrough: false, fixedBuffers: true, fileHandles: true,
     entryTtl: 1, attrTtl: 1, negativeTtl: 0, requestTimeout: 0,
   };

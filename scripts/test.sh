@@ -10,21 +10,22 @@ if [ "$(id -u)" = 0 ]; then
   [ -w /sys/module/fuse/parameters/enable_uring ] && echo Y > /sys/module/fuse/parameters/enable_uring
   mountpoint -q /sys/fs/fuse/connections || mount -t fusectl none /sys/fs/fuse/connections 2>/dev/null || true
 fi
-# The whole suite runs twice over the files below: once as written, once with FUSE_TEST_WORKERS=2
-# (test/helpers/daemon.ts then adds --workers 2 to every io_uring mount: multi-thread mode).
+# The whole suite runs, then the files below again with FUSE_TEST_WORKERS=1 (test/helpers/daemon.ts
+# then adds --workers 1 to every io_uring mount): the first pass runs the default, a copy of memfs
+# and of the passthrough per CPU (--workers auto), the second one thread's engine.
 # With file arguments, only those run, once (set FUSE_TEST_WORKERS yourself for the second mode).
 WORKER_PASS=(test/integration/exactly-once.test.ts test/integration/passthrough.test.ts test/integration/dataplane.test.ts
   test/integration/names.test.ts test/integration/descriptors.test.ts test/integration/handlers.test.ts
   test/integration/path-dataplane.test.ts)
 dir=$(mktemp -d)
 reports=("$dir/junit.xml")
-[ $# -eq 0 ] && unset FUSE_TEST_WORKERS   # the first full pass is the single-thread suite
+[ $# -eq 0 ] && unset FUSE_TEST_WORKERS   # the first full pass runs the defaults
 node_modules/.bin/bun test --timeout 120000 --reporter=junit --reporter-outfile="$dir/junit.xml" "$@"
 rc=$?
 if [ $# -eq 0 ]; then
-  echo "[test] second pass with FUSE_TEST_WORKERS=2 (--workers 2 on io_uring mounts): ${WORKER_PASS[*]}"
+  echo "[test] second pass with FUSE_TEST_WORKERS=1 (--workers 1 on io_uring mounts: one thread): ${WORKER_PASS[*]}"
   reports+=("$dir/junit-workers.xml")
-  FUSE_TEST_WORKERS=2 node_modules/.bin/bun test --timeout 120000 --reporter=junit --reporter-outfile="$dir/junit-workers.xml" "${WORKER_PASS[@]}"
+  FUSE_TEST_WORKERS=1 node_modules/.bin/bun test --timeout 120000 --reporter=junit --reporter-outfile="$dir/junit-workers.xml" "${WORKER_PASS[@]}"
   rc2=$?
   [ $rc -eq 0 ] && rc=$rc2
 fi

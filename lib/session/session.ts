@@ -98,7 +98,7 @@ export const defaultSessionOptions: SessionOptions = {
   ringWaitMicros: process.env.FUSE_URING_WAIT_US !== undefined ? Number(process.env.FUSE_URING_WAIT_US) : 1000,
   dataPlane: "native",
   ringFault: process.env.FUSE_URING_FAULT ?? "",
-  workers: 1,
+  workers: "auto",
   workerModule: null,
   role: "main",
   dataPlaneShare: null,

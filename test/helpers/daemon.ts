@@ -72,13 +72,14 @@ export function fixtureCommand(fixture: string): (mnt: string, args: string[]) =
 export class DaemonStartError extends Error {}
 
 /**
- * FUSE_TEST_WORKERS=N (scripts/test.sh's second pass): every io_uring mount gets `--workers N`
- * (right after `--transport uring`, so it stays before a script's `--`), which runs the suite
- * in multi-thread mode. A test that is about one thread's engine passes `--workers 1` itself.
+ * FUSE_TEST_WORKERS=N: every io_uring mount gets `--workers N` (right after `--transport uring`,
+ * so it stays before a script's `--`). scripts/test.sh's second pass sets 1: the default
+ * (`--workers auto`: a copy per CPU for memfs, the passthrough, replicable scripts) runs in the
+ * first pass, one thread's engine in the second. A test about one mode passes `--workers` itself.
  */
 export function withTestWorkers(args: string[]): string[] {
   const n = process.env.FUSE_TEST_WORKERS;
-  if (!n || Number(n) <= 1 || args.includes("--workers")) return args;
+  if (!n || Number(n) < 1 || args.includes("--workers")) return args;
   const t = args.indexOf("--transport");
   if (t < 0 || args[t + 1] !== "uring") return args;
   return [...args.slice(0, t + 2), "--workers", n, ...args.slice(t + 2)];
