@@ -27,7 +27,7 @@ const HELP = `Usage: bun bench/run.ts [options]      (npm run bench [-- options]
   --queue-depth N      passed to the CLI (io_uring entries per queue; default 8)
   --max-write BYTES    passed to the CLI (default 1048576)
   --configs a,b,…      only these configurations (raw, memfs-classic, memfs-uring, pt-classic,
-                       pt-uring, pt-uring-w2 (--workers 2: forwarding) and pt-uring-nofixed
+                       pt-uring, pt-uring-w2 (--workers 2: copies), pt-uring-w2-fwd (forwarding) and pt-uring-nofixed
                        when the CLI has --workers / --no-fixed-buffers,
                        pt-classic-js and pt-uring-js when it has --data-plane, kpt,
                        burn-w1, burn-w2; with --libfuse also lf-classic, lf-uring, lf-kpt and

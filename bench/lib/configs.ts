@@ -111,11 +111,18 @@ export function configDefs(env: ConfigEnv): ConfigDef[] {
       extraArgs: ["--workers", "2"], optional: true, colour: "#6baed6",
       description: "memfs over io_uring with --workers 2: one copy of memfs per worker over one shared state (a replicated operation log, file data in shared pages); each worker answers its CPU's requests, nothing is forwarded",
     });
-    defs.push({
-      id: "pt-uring-w2", label: "passthrough uring, 2 workers (forwarding)", short: "pt ur w2", kind: "passthrough", transport: "uring",
-      extraArgs: ["--workers", "2"], optional: true, colour: "#8c2d04",
-      description: "passthrough over io_uring with --workers 2: each worker owns its CPU's ring and answers READ/WRITE/FSYNC natively; every other request is forwarded to the main thread (2 hand-offs each)",
-    });
+    defs.push(
+      {
+        id: "pt-uring-w2", label: "passthrough uring, 2 workers (copies)", short: "pt ur w2", kind: "passthrough", transport: "uring",
+        extraArgs: ["--workers", "2"], optional: true, colour: "#8c2d04",
+        description: "passthrough over io_uring with --workers 2: copies mode — each worker owns its CPU's ring and runs its own copy of the passthrough over the shared node table (lib/fs/passthrough/shared.ts): every request is handled on the thread that fetched it",
+      },
+      {
+        id: "pt-uring-w2-fwd", label: "passthrough uring, 2 workers (forwarding)", short: "pt ur w2 fwd", kind: "passthrough", transport: "uring",
+        extraArgs: ["--workers", "2", "--no-file-handles"], optional: true, fullOnly: true, colour: "#a63603",
+        description: "passthrough over io_uring with --workers 2 --no-file-handles, which keeps it in forwarding mode (re-open by path is not shared; the bench's files stay within the descriptor budget, so the switch changes nothing else): workers answer READ/WRITE/FSYNC natively and forward every other request to the main thread (2 hand-offs each)",
+      },
+    );
   }
   defs.push({
     id: "kpt", label: "kernel passthrough (uring)", short: "kernel pt", kind: "passthrough", transport: "uring",

@@ -60,15 +60,19 @@
 // - Synchronous calls block the event loop for one syscall each (copy_file_range ≤ 64 MiB per
 //   request); only fsync, which can really block, goes to the thread pool.
 
-import { fdatasync as fsFdatasync, fsync as fsFsync, constants as C, openSync, readlinkSync } from "node:fs";
+import { existsSync, fdatasync as fsFdatasync, fsync as fsFsync, constants as C, openSync, readlinkSync } from "node:fs";
 import { FuseError, errnoOf, Errno } from "./errors.ts";
 import type {
-  Attr, CreateReply, DirFiller, Entry, InitInfo, InodeFS, OpenReply, RequestContext, SetattrChanges, Statfs,
+  Attr, CopiesPlan, CreateReply, DirFiller, Entry, InitInfo, InodeFS, OpenReply, RequestContext, SetattrChanges, Statfs,
 } from "./types.ts";
 import { S_IFDIR, S_IFLNK, S_IFMT, S_IFREG } from "./types.ts";
 import * as libc from "./passthrough/libc.ts";
 import * as stat from "./passthrough/stat.ts";
 import { FdCache, PassthroughNode, probeHandles, type FdCacheStats } from "./passthrough/nodes.ts";
+import {
+  SharedDirStore, SharedFdCacheState, SharedMutex, SharedNodeTable, createShare, lockHandlers,
+  type DirListing, type DirStore, type NodeTable, type PassthroughShare,
+} from "./passthrough/shared.ts";
 import { decodeName } from "../protocol/names.ts";
 
 export interface PassthroughOptions {
@@ -124,12 +128,107 @@ function procPath(fd: number): string {
 }
 
 /** An open directory: its descriptor and the listing snapshot taken at offset 0. */
-class DirHandle {
+class DirHandle implements DirListing {
   names: string[] = [];
   inos: number[] = [];
   types: number[] = [];
   loaded = false;
   constructor(readonly fd: number) {}
+  get count(): number {
+    return this.names.length;
+  }
+  name(i: number): string {
+    return this.names[i]!;
+  }
+  ino(i: number): number {
+    return this.inos[i]!;
+  }
+  type(i: number): number {
+    return this.types[i]!;
+  }
+}
+
+/** The open directories of one thread (copies mode: SharedDirStore). */
+class LocalDirStore implements DirStore {
+  private readonly dirs = new Map<number, DirHandle>();
+  open(fd: number): void {
+    this.dirs.set(fd, new DirHandle(fd));
+  }
+  get(fh: number): DirListing | null {
+    return this.dirs.get(fh) ?? null;
+  }
+  store(fh: number, names: string[], inos: number[], types: number[]): void {
+    const h = this.dirs.get(fh)!;
+    h.names = names;
+    h.inos = inos;
+    h.types = types;
+    h.loaded = true;
+  }
+  close(fh: number): boolean {
+    return this.dirs.delete(fh);
+  }
+  fds(): number[] {
+    return [...this.dirs.keys()];
+  }
+  clear(): void {
+    this.dirs.clear();
+  }
+}
+
+/** The node table of one thread: node id → node, st_dev → st_ino → node (copies mode: SharedNodeTable). */
+class LocalNodeTable implements NodeTable {
+  private readonly nodes = new Map<number, PassthroughNode>();
+  private readonly byIno = new Map<number, Map<number, PassthroughNode>>();
+  private nextId = 2;
+  constructor(readonly root: PassthroughNode) {
+    this.nodes.set(1, root);
+    this.index(root);
+  }
+  get(id: number): PassthroughNode | undefined {
+    return this.nodes.get(id);
+  }
+  find(dev: number, ino: number): PassthroughNode | undefined {
+    return this.byIno.get(dev)?.get(ino);
+  }
+  create(dev: number, ino: number, mode: number): PassthroughNode {
+    const n = new PassthroughNode(this.nextId++, dev, ino, mode);
+    this.nodes.set(n.id, n);
+    this.index(n);
+    return n;
+  }
+  unindex(n: PassthroughNode): void {
+    const m = this.byIno.get(n.dev);
+    if (m?.get(n.ino) === n) {
+      m.delete(n.ino);
+      if (m.size === 0) this.byIno.delete(n.dev);
+    }
+  }
+  remove(n: PassthroughNode): void {
+    if (this.nodes.get(n.id) !== n) return;
+    this.nodes.delete(n.id);
+    this.unindex(n);
+  }
+  knownIno(ino: number): boolean {
+    for (const m of this.byIno.values()) if (m.has(ino)) return true;
+    return false;
+  }
+  get size(): number {
+    return this.nodes.size;
+  }
+  values(): Iterable<PassthroughNode> {
+    return this.nodes.values();
+  }
+  clear(): void {
+    this.nodes.clear();
+    this.byIno.clear();
+    this.nodes.set(1, this.root);
+    this.index(this.root);
+  }
+  private index(n: PassthroughNode): void {
+    let m = this.byIno.get(n.dev);
+    if (!m) this.byIno.set(n.dev, (m = new Map()));
+    m.set(n.ino, n);
+  }
 }
 
 // ---- errors ---------------------------------------------------------------------------------
@@ -187,15 +286,19 @@ export class PassthroughFS implements InodeFS {
   readonly source: string;
   readonly options: Required<Omit<PassthroughOptions, "log" | "fdBudget">> & { log: (line: string) => void };
   /** The bounded O_PATH descriptor cache (lib/fs/passthrough/nodes.ts). */
-  readonly fds: FdCache;
+  fds: FdCache;
   /** RLIMIT_NOFILE as found and as raised at start. */
   readonly nofile: libc.NofileLimit;
-  /** node id → node */
-  protected readonly nodes = new Map<number, PassthroughNode>();
-  /** st_dev → st_ino → node */
-  private readonly byIno = new Map<number, Map<number, PassthroughNode>>();
-  private readonly dirs = new Map<number, DirHandle>();
-  private nextId = 2;
+  /** The nodes the kernel knows: id → node, (st_dev, st_ino) → node. */
+  protected table: NodeTable;
+  /** Open directory handles. */
+  private dirs: DirStore;
+  /** Copies mode (passthrough/shared.ts): the state shared with the other copies, else null. */
+  private share: PassthroughShare | null = null;
+  /** Copies mode: the table's mutex (lockHandlers takes it around the handlers that need it). */
+  private mutex: SharedMutex | null = null;
+  /** A worker's copy (not the main thread's instance): the shared state is not its to tear down. */
+  readonly isCopy: boolean = false;
   protected info: InitInfo | null = null;
   /** Kernel passthrough is requested and still usable. */
   protected kernelPassthrough = false;
@@ -208,7 +311,8 @@ export class PassthroughFS implements InodeFS {
   };
   private readonly scratchEntry: Entry = { ino: 0, attr: this.scratchAttr };
 
-  constructor(source: string, options: PassthroughOptions = {}) {
+  /** `share`: a worker's copy over the state of copies(), see fromShare. */
+  constructor(source: string, options: PassthroughOptions = {}, share?: PassthroughShare) {
     this.source = source;
     this.options = {
       kernelPassthrough: options.kernelPassthrough ?? false,
@@ -216,6 +320,20 @@ export class PassthroughFS implements InodeFS {
       fileHandles: options.fileHandles ?? true,
       log: options.log ?? ((line) => process.stderr.write(line + "\n")),
     };
+    if (share) {
+      // A worker's copy: the descriptors (process-wide) and the table are the main instance's.
+      this.nofile = { before: 0, after: 0, hard: 0, error: "" };
+      this.handleProbe = share.handleProbe;
+      this.isCopy = true;
+      const t = new SharedNodeTable(share, this.options.log);
+      this.table = t;
+      this.dirs = new SharedDirStore(share, t.M);
+      this.fds = new FdCache(share.budget, t.root, t.mountFd, this.options.log, new SharedFdCacheState(t));
+      this.share = share;
+      this.mutex = t.mutex;
+      lockHandlers(this, t.mutex);
+      return;
+    }
     // Like libfuse's passthrough_hp: use every descriptor the hard limit allows.
     try {
       this.nofile = libc.raiseNofile();
@@ -235,8 +353,8 @@ export class PassthroughFS implements InodeFS {
     const root = new PassthroughNode(1, stat.dev(), stat.ino(), stat.mode());
     root.fd = fd;
     root.nlookup = 1; // never forgotten
-    this.nodes.set(1, root);
-    this.index(root);
+    this.table = new LocalNodeTable(root);
+    this.dirs = new LocalDirStore();
     const limit = this.nofile.after > 0 ? this.nofile.after : 1024;
     const budget = options.fdBudget ?? Math.max(16, Math.min(65536, Math.floor(Math.min(limit, 1 << 30) / 2)));
     if (!Number.isInteger(budget) || budget < 1) throw new Error(`passthrough: fdBudget must be an integer ≥ 1, got ${budget}`);
@@ -260,14 +378,73 @@ export class PassthroughFS implements InodeFS {
 
   /** Descriptor cache counters. */
   fdStats(): FdCacheStats {
-    return this.fds.stats();
+    const s = this.fds.stats();
+    // Copies mode: how often a thread found the node table locked by another and waited.
+    if (this.mutex) s.tableLockWaits = this.mutex.waits;
+    return s;
+  }
+
+  // ---- copies mode (--workers N) ---------------------------------------------------------
+
+  /**
+   * Run as one copy per worker thread over state shared through SharedArrayBuffers
+   * (passthrough/shared.ts; worker module passthrough/copy.ts), or null: forwarding mode. This
+   * instance switches to the shared state here and stays a full participant (it answers what
+   * comes through /dev/fuse, and applies every FORGET once: sharedState).
+   */
+  copies(): CopiesPlan | null {
+    if (this.share) return this.isCopy ? null : { module: copyModule(), shared: this.share, sharedState: true };
+    // Null (forwarding, every handler on this thread as before) where copies cannot keep a
+    // feature or the single-thread behaviour:
+    // - a subclass or an instance whose handlers were replaced: the copies would be plain
+    //   PassthroughFS (the module cannot rebuild someone else's class);
+    if (Object.getPrototypeOf(this) !== PassthroughFS.prototype || Object.keys(this).some((k) => typeof (this as Record<string, unknown>)[k] === "function")) return null;
+    // - kernel passthrough: backing ids are registered per inode at the first open and the
+    //   kernel refuses mixed modes on one inode; not shared;
+    if (this.options.kernelPassthrough) return null;
+    // - no kernel file handles (--no-file-handles, not root, or a source without export
+    //   support): evicted nodes would be re-opened by path, through last known links (parent
+    //   node + name) that are not shared;
+    if (!this.fds.useHandles) return null;
+    // - already used on this thread (not the case for the CLI: copies() comes before INIT).
+    if (this.table.size !== 1 || this.dirs.fds().length !== 0) return null;
+    // - the worker module cannot be loaded: inside a compiled binary (scripts/compile.sh) the
+    //   script loader does not find embedded modules by path.
+    const module = copyModule();
+    if (!existsSync(module)) return null;
+    {
+      const root = this.table.root;
+      const share = createShare({
+        source: this.source, emulateOwnership: this.options.emulateOwnership, fileHandles: this.options.fileHandles,
+        handleProbe: this.handleProbe, budget: this.fds.budget,
+      });
+      SharedNodeTable.init(share, { dev: root.dev, ino: root.ino, mode: root.mode, fd: root.fd, mountFd: this.fds.mountFd });
+      const t = new SharedNodeTable(share, this.options.log);
+      this.table = t;
+      this.dirs = new SharedDirStore(share, t.M);
+      this.fds = new FdCache(share.budget, t.root, t.mountFd, this.options.log, new SharedFdCacheState(t));
+      this.share = share;
+      this.mutex = t.mutex;
+      lockHandlers(this, t.mutex);
+    }
+    return { module, shared: this.share, sharedState: true };
+  }
+
+  /** A worker's copy over the state of the main instance's copies() (passthrough/copy.ts). */
+  static fromShare(share: PassthroughShare, log?: (line: string) => void): PassthroughFS {
+    return new PassthroughFS(share.source, { emulateOwnership: share.emulateOwnership, fileHandles: share.fileHandles, log }, share);
+  }
+
+  /** Copies mode (this instance uses shared state). */
+  get shared(): boolean {
+    return this.share !== null;
   }
 
   // ---- table ------------------------------------------------------------------------------
 
   /** The node for a node id the kernel sent (ESTALE if unknown). */
   node(id: number): PassthroughNode {
-    const n = this.nodes.get(id);
+    const n = this.table.get(id);
     if (!n) throw new FuseError("ESTALE", `passthrough: unknown node id ${id}`);
     return n;
   }
@@ -280,13 +457,7 @@ export class PassthroughFS implements InodeFS {
 
   /** Number of nodes in the table (root included). */
   get nodeCount(): number {
-    return this.nodes.size;
-  }
-
-  private index(n: PassthroughNode): void {
-    let m = this.byIno.get(n.dev);
-    if (!m) this.byIno.set(n.dev, (m = new Map()));
-    m.set(n.ino, n);
+    return this.table.size;
   }
 
   /**
@@ -297,19 +468,22 @@ export class PassthroughFS implements InodeFS {
   protected adopt(fd: number, parent: PassthroughNode | null = null, name = ""): Entry {
     const attr = stat.attr(); // first: nothing below may statx, but the reply must be this file's
     const dev = stat.dev(), ino = attr.ino, mode = attr.mode;
-    let n = this.byIno.get(dev)?.get(ino);
+    let n = this.table.find(dev, ino);
     if (n && staleFor(n, mode)) {
       // The backing inode number was reused (another type, or born later: an evicted node does
       // not keep its inode alive, and ext4 reuses numbers at once): the old node is stale.
-      this.byIno.get(dev)!.delete(ino);
+      this.table.unindex(n);
       n = undefined;
     }
     if (!n) {
-      n = new PassthroughNode(this.nextId++, dev, ino, mode);
+      try {
+        n = this.table.create(dev, ino, mode);
+      } catch (e) {
+        closeQuiet(fd); // the shared table is full (ENOMEM)
+        throw e;
+      }
       n.btimeSec = stat.btimeSec();
       n.btimeNsec = stat.btimeNsec();
-      this.nodes.set(n.id, n);
-      this.index(n);
     }
     // Latest name wins: it was valid a moment ago (evicted nodes are re-opened through it).
     if (parent) this.setLink(n, parent, name);
@@ -350,16 +524,12 @@ export class PassthroughFS implements InodeFS {
   /** Drop a node nothing refers to (no lookups, no handles, no known child links through it). */
   private maybeFree(n: PassthroughNode): void {
     if (n.id === 1 || n.nlookup > 0 || n.opens > 0 || n.kids > 0) return;
-    if (this.nodes.get(n.id) !== n) return;
-    this.nodes.delete(n.id);
-    const m = this.byIno.get(n.dev);
-    if (m?.get(n.ino) === n) {
-      m.delete(n.ino);
-      if (m.size === 0) this.byIno.delete(n.dev);
-    }
+    if (this.table.get(n.id) !== n) return;
     n.gone = true;
     this.fds.drop(n);
     this.setLink(n, null, "");
+    // Last: in copies mode this frees the slot (its id goes stale; the view may be reused).
+    this.table.remove(n);
   }
 
   /** Name `name` in `dir` is about to lose a link: the node we know for it, if any. */
@@ -371,7 +541,7 @@ export class PassthroughFS implements InodeFS {
       return undefined;
     }
     if (stat.statAt(fd, name) < 0) return undefined;
-    const n = this.byIno.get(stat.dev())?.get(stat.ino());
+    const n = this.table.find(stat.dev(), stat.ino());
     if (n && n.opens > 0 && !n.gone) {
       // An open file may lose its last link now: hold its descriptor from here on, while it
       // can still be re-opened (unlinked, it could not be).
@@ -412,11 +582,7 @@ export class PassthroughFS implements InodeFS {
     }
     if (n.opens > 0 || n.gone) return;
     if (attr) n.deletedAttr = attr;
-    const m = this.byIno.get(n.dev);
-    if (m?.get(n.ino) === n) {
-      m.delete(n.ino);
-      if (m.size === 0) this.byIno.delete(n.dev);
-    }
+    this.table.unindex(n);
     // Closed now, or at the last unpin of a request still using it (never under its feet).
     n.gone = true;
     this.fds.drop(n);
@@ -448,7 +614,7 @@ export class PassthroughFS implements InodeFS {
       }
       if (probe && name !== "..") {
         check(stat.statAt(dfd, name));
-        const n = this.byIno.get(stat.dev())?.get(stat.ino());
+        const n = this.table.find(stat.dev(), stat.ino());
         if (n && n.fd >= 0 && !staleFor(n, stat.mode())) {
           const attr = stat.attr();
           this.setLink(n, dir, name);
@@ -508,9 +674,12 @@ export class PassthroughFS implements InodeFS {
   }
 
   destroy(): void {
-    for (const h of this.dirs.values()) closeQuiet(h.fd);
+    // A worker's copy leaves the shared state to the main thread's instance (the other copies
+    // may still be answering).
+    if (this.isCopy) return;
+    for (const fd of this.dirs.fds()) closeQuiet(fd);
     this.dirs.clear();
-    for (const n of this.nodes.values()) {
+    for (const n of this.table.values()) {
       if (n.backingId && this.info) {
         try {
           this.info.backingClose(n.backingId);
@@ -518,12 +687,8 @@ export class PassthroughFS implements InodeFS {
         n.backingId = 0;
       }
     }
-    this.fds.closeAll(this.nodes.values());
-    const root = this.nodes.get(1)!;
-    this.nodes.clear();
-    this.byIno.clear();
-    this.nodes.set(1, root);
-    this.index(root);
+    this.fds.closeAll(this.table.values());
+    this.table.clear();
   }
 
   // ---- InodeFS: names ---------------------------------------------------------------------
@@ -534,7 +699,7 @@ export class PassthroughFS implements InodeFS {
   }
 
   forget(ino: number, nlookup: number): void {
-    const n = this.nodes.get(ino);
+    const n = this.table.get(ino);
     if (n) this.unref(n, nlookup);
   }
 
@@ -727,7 +892,7 @@ export class PassthroughFS implements InodeFS {
       check(fd);
       if (created) this.applyOwner(ctx, dir, name, fd);
       check(stat.statFd(fd));
-      let node = this.byIno.get(stat.dev())?.get(stat.ino());
+      let node = this.table.find(stat.dev(), stat.ino());
       let entry: Entry;
       if (node && !staleFor(node, stat.mode())) {
         const attr = stat.attr();
@@ -737,7 +902,7 @@ export class PassthroughFS implements InodeFS {
         entry = { ino: node.id, attr };
       } else {
         entry = this.adopt(this.pathFdOf(dfd, name, fd), dir, name);
-        node = this.nodes.get(entry.ino)!;
+        node = this.table.get(entry.ino)!;
       }
       return { entry, open: this.openReply(node, fd) };
     } catch (e) {
@@ -775,10 +940,10 @@ export class PassthroughFS implements InodeFS {
     // The backing write is started before anything is awaited (it joins this doorbell batch).
     const done = ctx.backingWrite(fh, offset, data.length);
     if (writeFlags & FUSE_WRITE_KILL_SUIDGID) {
-      const n = this.nodes.get(ino);
+      const n = this.table.get(ino);
       if (n && n.mode & (S_ISUID | S_ISGID)) {
         return done.then((count) => {
-          this.killPriv(n);
+          this.killPriv(ino);
           return count;
         });
       }
@@ -787,7 +952,10 @@ export class PassthroughFS implements InodeFS {
   }
 
   /** HANDLE_KILLPRIV_V2: an unprivileged write clears set-user-ID (and set-group-ID if g+x). */
-  private killPriv(n: PassthroughNode): void {
+  private killPriv(ino: number): void {
+    // By id, looked up again: in copies mode this runs under the lock, after the write.
+    const n = this.table.get(ino);
+    if (!n || n.gone) return;
     const fd = this.fds.fd(n);
     check(stat.statFd(fd));
     const mode = stat.mode();
@@ -798,21 +966,30 @@ export class PassthroughFS implements InodeFS {
 
   flush(_ctx: RequestContext, _ino: number, fh: number): void {
     // close(dup(fh)): what close(2) of the caller's file does to the backing file.
+    // Only the file handle is used: in copies mode no lock, unless the descriptor cache must
+    // shed (the close of a backing file on NFS or FUSE may take a while: others go on meanwhile).
     let d = libc.dupRaw(fh);
-    if (this.fds.makeRoom(d)) d = libc.dupRaw(fh);
     if (d === -Errno.EMFILE || d === -Errno.ENFILE) {
-      // No spare descriptor. The caller's close(2) must not fail: the data is already in the
-      // backing file (every WRITE is a pwrite), only the backing filesystem's close-time flush
-      // (NFS, FUSE) is skipped.
-      this.fds.shortageOf(-d, "flush");
-      return;
+      this.mutex?.lock();
+      try {
+        if (this.fds.makeRoom(d)) d = libc.dupRaw(fh);
+        if (d === -Errno.EMFILE || d === -Errno.ENFILE) {
+          // No spare descriptor. The caller's close(2) must not fail: the data is already in the
+          // backing file (every WRITE is a pwrite), only the backing filesystem's close-time flush
+          // (NFS, FUSE) is skipped.
+          this.fds.shortageOf(-d, "flush");
+          return;
+        }
+      } finally {
+        this.mutex?.unlock();
+      }
     }
     check(d);
     check(libc.closeRaw(d));
   }
 
   release(_ctx: RequestContext, ino: number, fh: number): void | Promise<void> {
-    const n = this.nodes.get(ino);
+    const n = this.table.get(ino);
     let settle = false;
     if (n) {
       n.opens--;
@@ -855,17 +1032,22 @@ export class PassthroughFS implements InodeFS {
 
   opendir(_ctx: RequestContext, ino: number): OpenReply | Promise<OpenReply> {
     const fd = this.reopen(this.live(ino), O_RDONLY | O_DIRECTORY | O_CLOEXEC, "opendir");
-    this.dirs.set(fd, new DirHandle(fd));
+    try {
+      this.dirs.open(fd);
+    } catch (e) {
+      closeQuiet(fd);
+      throw e;
+    }
     return { fh: fd };
   }
 
   /** Read the whole listing of an open directory (from its start) with getdents64. */
-  private snapshot(h: DirHandle): void {
-    libc.lseek(h.fd, 0, 0);
+  private snapshot(fd: number): void {
+    libc.lseek(fd, 0, 0);
     const names: string[] = [], inos: number[] = [], types: number[] = [];
     const buf = this.direntBuf;
     for (;;) {
-      const len = libc.getdents64(h.fd, buf);
+      const len = libc.getdents64(fd, buf);
       if (len === 0) break;
       let pos = 0;
       while (pos < len) {
@@ -881,36 +1063,36 @@ export class PassthroughFS implements InodeFS {
         pos += reclen;
       }
     }
-    h.names = names;
-    h.inos = inos;
-    h.types = types;
-    h.loaded = true;
+    this.dirs.store(fd, names, inos, types);
   }
 
   readdir(_ctx: RequestContext, ino: number, fh: number, offset: number, filler: DirFiller): void | Promise<void> {
-    const h = this.dirs.get(fh);
+    let h = this.dirs.get(fh);
     if (!h) fail(Errno.EBADF);
-    if (offset === 0 || !h.loaded) this.snapshot(h);
-    const count = h.names.length;
+    if (offset === 0 || !h.loaded) {
+      this.snapshot(fh);
+      h = this.dirs.get(fh)!;
+    }
+    const count = h.count;
     if (!filler.plus) {
       const e = this.scratchEntry, a = this.scratchAttr;
       for (let i = offset; i < count; i++) {
-        a.ino = h.inos[i]!;
-        a.mode = DT_TO_MODE[h.types[i]!] ?? 0;
-        if (!filler.add(h.names[i]!, i + 1, e)) return;
+        a.ino = h.ino(i);
+        a.mode = DT_TO_MODE[h.type(i)] ?? 0;
+        if (!filler.add(h.name(i), i + 1, e)) return;
       }
       return;
     }
     const dir = this.node(ino);
     let added = false;
     for (let i = offset; i < count; i++) {
-      const name = h.names[i]!;
+      const name = h.name(i);
       let r: Entry | null = null;
       if (name !== "." && name !== "..") {
         try {
           // Probe by name first only if some node has this inode number (d_ino): a cold
           // directory's entries are all new, and the probe's statx would be wasted on them.
-          r = this.lookupIn(dir, name, this.knownIno(h.inos[i]!));
+          r = this.lookupIn(dir, name, this.table.knownIno(h.ino(i)));
         } catch (e) {
           if (isErrno(e, Errno.ENOENT)) continue; // removed since the snapshot
           // Entries already added carry lookup references: send them; the next call resumes
@@ -922,13 +1104,13 @@ export class PassthroughFS implements InodeFS {
       let accepted: boolean;
       if (r === null) {
         const a = this.scratchAttr;
-        a.ino = h.inos[i]!;
+        a.ino = h.ino(i);
         a.mode = S_IFDIR;
         accepted = filler.add(name, i + 1, this.scratchEntry);
       } else accepted = filler.add(name, i + 1, r);
       if (!accepted) {
         // Not sent: give its lookup reference back.
-        const n = r && this.nodes.get(r.ino);
+        const n = r && this.table.get(r.ino);
         if (n) this.unref(n, 1);
         return;
       }
@@ -936,17 +1118,8 @@ export class PassthroughFS implements InodeFS {
     }
   }
 
-  /** Whether a node of this inode number exists (on any device). */
-  private knownIno(ino: number): boolean {
-    for (const m of this.byIno.values()) if (m.has(ino)) return true;
-    return false;
-  }
-
   releasedir(_ctx: RequestContext, _ino: number, fh: number): void {
-    const h = this.dirs.get(fh);
-    if (!h) return;
-    this.dirs.delete(fh);
-    closeQuiet(h.fd);
+    if (this.dirs.close(fh)) closeQuiet(fh);
   }
 
   fsyncdir(_ctx: RequestContext, _ino: number, fh: number, datasync: boolean): Promise<void> {
@@ -989,6 +1162,11 @@ export class PassthroughFS implements InodeFS {
   access(_ctx: RequestContext, ino: number, mask: number): void | Promise<void> {
     check(libc.accessFdRaw(this.fds.fd(this.live(ino)), mask));
   }
+}
+
+/** The worker module of copies mode (an absolute path). */
+function copyModule(): string {
+  return new URL("./passthrough/copy.ts", import.meta.url).pathname;
 }
 
 /** Mirror directory `source` (the CLI's `mount --passthrough SRC MNT [--kernel-passthrough]`). */

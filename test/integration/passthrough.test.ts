@@ -134,7 +134,8 @@ function fdCount(pid: number): number {
 
 /** READ/WRITE requests the daemon logged with --debug (`rx N READ nX …`). */
 function debugOps(stderr: string, op: string): number {
-  return stderr.split("\n").filter((l) => l.startsWith("rx ") && l.split(" ")[2] === op).length;
+  // With --workers N in copies mode a worker's trace lines start with "[worker i] ".
+  return stderr.split("\n").map((l) => l.replace(/^\[worker \d+\] /, "")).filter((l) => l.startsWith("rx ") && l.split(" ")[2] === op).length;
 }
 
 function requestCount(s: Stats): number {

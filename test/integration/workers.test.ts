@@ -2,17 +2,20 @@
 // Copies: each worker runs its own copy of a replicable script (test/fixtures/replicated-fs.ts):
 // every worker serves its CPUs' requests; a handler awaiting a timer does not stall others;
 // every way the mount can end leaves no hung caller and no dead mount.
-// Forwarding: any other filesystem (a memfs subclass, a non-replicable script, the passthrough) stays on
-// the main thread; the workers serve the native data plane and forward the rest to it.
+// Forwarding: any other filesystem (a memfs subclass, a non-replicable script, the passthrough where it
+// cannot run as copies: --no-file-handles, --kernel-passthrough) stays on the main thread; the
+// workers serve the native data plane and forward the rest to it.
+// The passthrough as copies over shared state (lib/fs/passthrough/shared.ts): every worker
+// handles its CPUs' requests, metadata included, over one node table.
 
 import { describe, expect } from "bun:test";
 import { afterAll } from "bun:test";
 import { randomBytes } from "node:crypto";
-import { writeFileSync } from "node:fs";
+import { mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { availableParallelism } from "node:os";
 import { join } from "node:path";
 import {
-  BUN, CLI, REPO, cleanupAfterEach, dropCaches, noneInDState, fmt, fuseTest, isMounted, makeMountpoint, mountTmpfsSource, readStats, run, sh, shOk, sleep, spawnBg,
+  BUN, CLI, PYTHON, REPO, cleanupAfterEach, dropCaches, noneInDState, fmt, fuseTest, isMounted, makeMountpoint, mountTmpfsSource, readStats, run, sh, shOk, sleep, spawnBg,
   scratchDirs, startDaemon, transportHooks, unmountTmpfsSources, type Stats,
 } from "../helpers/index.ts";
 
@@ -145,13 +148,14 @@ describe("--workers 2 forwarding (filesystems that stay on the main thread)", ()
     expect(await d.stop("SIGTERM")).toBe(0);
   }, 60_000);
 
-  fuseTest("passthrough: 1 MiB O_DIRECT copies from each CPU are byte-exact and native; metadata is forwarded", async () => {
+  fuseTest("passthrough --no-file-handles: 1 MiB O_DIRECT copies from each CPU are byte-exact and native; metadata is forwarded", async () => {
     const src = await mountTmpfsSource("size=256m");
     const data = randomBytes(1 << 20);
     writeFileSync(join(src, "src.bin"), data);
     const mnt = makeMountpoint();
     const stats = statsPath(mnt);
-    const d = await startDaemon(["--transport", "uring", "--workers", "2", "--stats-file", stats], {
+    // Re-open by path needs the nodes' last known links, which copies do not share: forwarding.
+    const d = await startDaemon(["--transport", "uring", "--workers", "2", "--no-file-handles", "--stats-file", stats], {
       mnt, command: (m, args) => [BUN, CLI, "mount", "--passthrough", src, m, ...args],
     });
     expect(d.readyLine).toContain("forwarding");
@@ -227,20 +231,169 @@ describe("--workers 2 forwarding (filesystems that stay on the main thread)", ()
     expect(isMounted(d.mnt)).toBe(false);
   }, 60_000);
 
+  for (const how of ["SIGTERM", "fusectl abort"] as const) {
+    fuseTest(`passthrough --no-file-handles, ${how} under fio data load and a create/stat/unlink loop: callers end, nothing stays mounted`, async () => {
+      await passthroughUnderLoad(how, ["--no-file-handles"], "forwarding");
+    }, 90_000);
+  }
+});
+
+/** A passthrough mount with --workers 2 under fio reads and a create/stat/unlink loop on each CPU, then ended `how`. */
+async function passthroughUnderLoad(how: string, extra: string[], mode: "copies" | "forwarding"): Promise<void> {
+  const src = await mountTmpfsSource("size=256m");
+  writeFileSync(join(src, "data"), randomBytes(32 << 20));
+  const d = await startDaemon(["--transport", "uring", "--workers", "2", ...extra], { command: (m, args) => [BUN, CLI, "mount", "--passthrough", src, m, ...args] });
+  expect(d.readyLine).toContain(`2 worker threads, ${mode}`);
+  const clients = ["0", "1"].map((cpu) =>
+    spawnBg(["taskset", "-c", cpu, "fio", "--name=c", `--filename=${d.mnt}/data`, "--rw=randread", "--bs=4k", "--direct=1",
+      "--ioengine=sync", "--time_based", "--runtime=4", "--size=32M", "--readonly"], { timeoutMs: 60_000 }));
+  // In a directory only the mount has: once it is detached the loop's next create fails and
+  // it ends (the mountpoint itself would turn into the empty directory below it).
+  await shOk(`mkdir "$1/loop"`, [d.mnt]);
+  for (const cpu of ["0", "1"]) {
+    clients.push(spawnBg(["taskset", "-c", cpu, "sh", "-c", 'i=0; while [ $i -lt 100000 ]; do echo x > "$0/m$1-$i" && stat "$0/m$1-$i" >/dev/null && rm "$0/m$1-$i" || exit 0; i=$((i+1)); done', `${d.mnt}/loop`, cpu], { timeoutMs: 60_000 }));
+  }
+  await endUnderLoad(how, d, clients);
+}
+
+describe("--workers 2: the passthrough as copies over shared state", () => {
+  transportHooks("uring");
+  cleanupAfterEach();
+  afterAll(unmountTmpfsSources);
+  const pt = (src: string) => (m: string, args: string[]) => [BUN, CLI, "mount", "--passthrough", src, m, ...args];
+  const fdCount = (pid: number) => readdirSync(`/proc/${pid}/fd`).length;
+
+  fuseTest("metadata runs on the caller's CPU: a file made through one CPU is seen, renamed, hard-linked, unlinked through the other; nothing forwarded", async () => {
+    const src = await mountTmpfsSource("size=64m");
+    const mnt = makeMountpoint();
+    const stats = statsPath(mnt);
+    const d = await startDaemon(["--transport", "uring", "--workers", "2", "--stats-file", stats], { mnt, command: pt(src) });
+    expect(d.readyLine).toContain("2 worker threads, copies");
+    const on = (cpu: number, script: string) => shOk(`taskset -c ${cpu} sh -c '${script}' "$1"`, [d.mnt]);
+    await on(0, 'mkdir "$0/d" && echo made-on-0 > "$0/d/a"');
+    expect(await on(1, 'cat "$0/d/a"')).toBe("made-on-0\n");
+    await on(1, 'mv "$0/d/a" "$0/d/b"');
+    expect(await on(0, 'ls "$0/d"; cat "$0/d/b"')).toBe("b\nmade-on-0\n");
+    await on(0, 'ln "$0/d/b" "$0/d/c"');
+    expect(await on(1, 'stat -c "%h %s" "$0/d/c"')).toBe("2 10\n");
+    await on(1, 'echo more >> "$0/d/c" && rm "$0/d/b"');
+    expect(await on(0, 'stat -c %h "$0/d/c"; cat "$0/d/c"')).toBe("1\nmade-on-0\nmore\n");
+    expect(readFileSync(join(src, "d", "c"), "utf8")).toBe("made-on-0\nmore\n");
+    await on(0, 'rm "$0/d/c"');
+    expect(await on(1, 'ls -A "$0/d"; rmdir "$0/d" && echo gone')).toBe("gone\n");
+    expect(readdirSync(src)).toEqual([]);
+    // A create/stat/unlink loop from each CPU (separate processes), then the counters.
+    await Promise.all([0, 1].map((cpu) => on(cpu, `for i in $(seq 100); do echo $i > "$0/f${cpu}-$i" && stat "$0/f${cpu}-$i" >/dev/null && rm "$0/f${cpu}-$i"; done`)));
+    expect(readdirSync(src)).toEqual([]);
+    const s = await readStats(stats, { until: (x) => threadsOf(x).filter((t) => t.thread.startsWith("worker") && t.requests >= 300).length === 2 });
+    expect(s.workerMode).toBe("copies");
+    expect(Number(s.forwarded ?? 0)).toBe(0);
+    expect(threadsOf(s).map((t) => t.thread)).toEqual(["main", "worker 0", "worker 1"]);
+    // Each worker handled its CPU's 300 requests of the loop (CREATE, GETATTR/LOOKUP, UNLINK…).
+    expect(threadsOf(s).filter((t) => t.thread.startsWith("worker")).every((t) => t.requests >= 300), JSON.stringify(s.threads)).toBe(true);
+    expect(Number(s.protocolErrors)).toBe(0);
+    expect(await d.stop("SIGTERM")).toBe(0);
+  }, 60_000);
+
+  fuseTest("1 MiB O_DIRECT copies from each CPU are byte-exact and native; READDIR continues on the other CPU while the directory changes", async () => {
+    const src = await mountTmpfsSource("size=256m");
+    const data = randomBytes(1 << 20);
+    writeFileSync(join(src, "src.bin"), data);
+    mkdirSync(join(src, "many"));
+    for (let i = 0; i < 2000; i++) writeFileSync(join(src, "many", `file-with-a-longer-name-${i}`), "");
+    const mnt = makeMountpoint();
+    const stats = statsPath(mnt);
+    const d = await startDaemon(["--transport", "uring", "--workers", "2", "--stats-file", stats], { mnt, command: pt(src) });
+    expect(d.readyLine).toContain("copies");
+    for (const cpu of ["0", "1"]) {
+      for (let i = 0; i < 3; i++) {
+        await shOk(`taskset -c ${cpu} dd if="$1/src.bin" of="$1/copy${cpu}-${i}" bs=1M iflag=direct oflag=direct status=none`, [d.mnt]);
+        expect(await shOk(`cmp "$1/src.bin" "$1/copy${cpu}-${i}" && echo same`, [src])).toBe("same\n");
+      }
+    }
+    // One directory stream, its READDIRs alternating between the CPUs (the process moves every
+    // 50 entries), entries already listed removed and new ones made meanwhile: every original
+    // entry is listed exactly once (the snapshot is shared, not taken again by the other copy).
+    const lister = [
+      "import os, sys",
+      "d = sys.argv[1]; seen = []; cpu = 0",
+      "for i, e in enumerate(os.scandir(d)):",
+      "    seen.append(e.name)",
+      "    if i % 50 == 49:",
+      "        cpu ^= 1; os.sched_setaffinity(0, {cpu})",
+      "        os.unlink(os.path.join(d, seen[-1])); open(os.path.join(d, 'new-%d' % i), 'w').close()",
+      "print('\\n'.join(seen))",
+    ].join("\n");
+    const r = await run([PYTHON, "-c", lister, `${d.mnt}/many`], { timeoutMs: 60_000 });
+    expect(r.code, fmt(r)).toBe(0);
+    const listed = r.stdout.split("\n").filter(Boolean);
+    const originals = listed.filter((n) => n.startsWith("file-"));
+    expect(originals.length).toBe(2000);
+    expect(new Set(originals).size).toBe(2000);
+    const s = await readStats(stats, { until: (x) => threadsOf(x).filter((t) => t.thread.startsWith("worker") && t.requests >= 20).length === 2 && Number(x.nativeRequests) >= 6 * 16 });
+    const ops = s.ops as Record<string, number>;
+    expect(ops.READ ?? 0, JSON.stringify(ops)).toBe(0);
+    expect(ops.WRITE ?? 0, JSON.stringify(ops)).toBe(0);
+    expect(ops.READDIRPLUS ?? ops.READDIR ?? 0, JSON.stringify(ops)).toBeGreaterThan(10);
+    expect(Number(s.forwarded ?? 0)).toBe(0);
+    expect(Number(s.protocolErrors)).toBe(0);
+    expect(await d.stop("SIGTERM")).toBe(0);
+  }, 90_000);
+
+  fuseTest("FORGETs drop nodes: after 1500 files are made on one CPU and stat'ed on the other, a cache drop brings the descriptors back near the start", async () => {
+    const src = await mountTmpfsSource("size=64m");
+    const mnt = makeMountpoint();
+    const stats = statsPath(mnt);
+    const d = await startDaemon(["--transport", "uring", "--workers", "2", "--entry-ttl", "60", "--stats-file", stats], { mnt, command: pt(src) });
+    expect(d.readyLine).toContain("copies");
+    const pid = d.proc.pid;
+    await shOk(`ls "$1" >/dev/null`, [d.mnt]);
+    const before = fdCount(pid);
+    await shOk(`taskset -c 0 python3 -c 'import sys; [open("%s/f%d" % (sys.argv[1], i), "w").close() for i in range(1500)]' "$1"`, [d.mnt]);
+    await shOk(`taskset -c 1 python3 -c 'import os, sys; [os.stat("%s/f%d" % (sys.argv[1], i)) for i in range(1500)]' "$1"`, [d.mnt]);
+    const during = fdCount(pid);
+    // One O_PATH descriptor per node (give or take the directory handle of the first `ls`,
+    // which its RELEASEDIR closes asynchronously).
+    expect(during).toBeGreaterThanOrEqual(before + 1490);
+    let after = during;
+    for (let i = 0; i < 50 && after > before + 100; i++) {
+      await dropCaches();
+      await sleep(100);
+      after = fdCount(pid);
+    }
+    expect(after).toBeLessThan(before + 100);
+    const s = await readStats(stats, { until: (x) => Number(x.forgets) >= 1500 && Number((x.descriptors as { held: number }).held) < 100 });
+    expect(Number(s.forgets)).toBeGreaterThanOrEqual(1500);
+    expect((s.descriptors as { held: number }).held).toBeLessThan(100);
+    expect(s.workerMode).toBe("copies");
+    // Everything still works on the forgotten names.
+    expect(await shOk(`taskset -c 1 stat -c %s "$1/f1499"`, [d.mnt])).toBe("0\n");
+    expect(await d.stop("SIGTERM")).toBe(0);
+  }, 90_000);
+
+  fuseTest("a small descriptor budget: both copies evict and re-open by kernel file handle", async () => {
+    const src = await mountTmpfsSource("size=64m");
+    for (let i = 0; i < 300; i++) writeFileSync(join(src, `f${i}`), String(i));
+    const mnt = makeMountpoint();
+    const stats = statsPath(mnt);
+    const d = await startDaemon(["--transport", "uring", "--workers", "2", "--fd-budget", "20", "--entry-ttl", "60", "--stats-file", stats], { mnt, command: pt(src) });
+    expect(d.readyLine).toContain("copies");
+    for (const cpu of [0, 1, 0]) {
+      expect(await shOk(`taskset -c ${cpu} sh -c 'for i in $(seq 0 299); do cat "$0/f$i"; echo; done' "$1"`, [d.mnt])).toBe(Array.from({ length: 300 }, (_, i) => `${i}\n`).join(""));
+    }
+    const s = await readStats(stats, { until: (x) => Number((x.descriptors as { reopenedByHandle: number }).reopenedByHandle) > 0 });
+    const fds = s.descriptors as { held: number; maxHeld: number; evictions: number; reopenedByHandle: number; budget: number };
+    expect(fds.budget).toBe(20);
+    expect(fds.evictions).toBeGreaterThan(200);
+    expect(fds.reopenedByHandle).toBeGreaterThan(0);
+    expect(fds.maxHeld).toBeLessThanOrEqual(24);
+    expect(Number(s.forwarded ?? 0)).toBe(0);
+    expect(await d.stop("SIGTERM")).toBe(0);
+  }, 60_000);
+
   for (const how of ["unmount", "SIGTERM", "kill -9", "fusectl abort"] as const) {
-    fuseTest(`passthrough, ${how} under fio data load and a create/stat/unlink loop: callers end, nothing stays mounted`, async () => {
-      const src = await mountTmpfsSource("size=256m");
-      writeFileSync(join(src, "data"), randomBytes(32 << 20));
-      const d = await startDaemon(["--transport", "uring", "--workers", "2"], { command: (m, args) => [BUN, CLI, "mount", "--passthrough", src, m, ...args] });
-      expect(d.readyLine).toContain("forwarding");
-      const clients = ["0", "1"].map((cpu) =>
-        spawnBg(["taskset", "-c", cpu, "fio", "--name=c", `--filename=${d.mnt}/data`, "--rw=randread", "--bs=4k", "--direct=1",
-          "--ioengine=sync", "--time_based", "--runtime=4", "--size=32M", "--readonly"], { timeoutMs: 60_000 }));
-      // In a directory only the mount has: once it is detached the loop's next create fails and
-      // it ends (the mountpoint itself would turn into the empty directory below it).
-      await shOk(`mkdir "$1/loop"`, [d.mnt]);
-      clients.push(spawnBg(["sh", "-c", 'i=0; while [ $i -lt 100000 ]; do echo x > "$0/m$i" && stat "$0/m$i" >/dev/null && rm "$0/m$i" || exit 0; i=$((i+1)); done', `${d.mnt}/loop`], { timeoutMs: 60_000 }));
-      await endUnderLoad(how, d, clients);
+    fuseTest(`${how} under fio data load and a create/stat/unlink loop on each CPU: callers end, nothing stays mounted`, async () => {
+      await passthroughUnderLoad(how, [], "copies");
     }, 90_000);
   }
 });

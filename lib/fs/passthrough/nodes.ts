@@ -105,9 +105,29 @@ export interface FdCacheStats {
   failures: number;
   /** How evicted nodes are re-opened: "handle" (kernel file handles) or "path". */
   mode: "handle" | "path";
+  /** Copies mode (--workers N): times a thread waited for another to release the node table. */
+  tableLockWaits?: number;
 }
 
-export class FdCache {
+/**
+ * The cache's counters and LRU ends. Plain fields for one thread; in copies mode (--workers N,
+ * passthrough/shared.ts) words of the SharedArrayBuffer every copy's cache uses, under its lock.
+ */
+export interface FdCacheState {
+  held: number;
+  maxHeld: number;
+  evictions: number;
+  reopenedByHandle: number;
+  reopenedByPath: number;
+  shed: number;
+  failures: number;
+  /** Most recently used end. */
+  head: PassthroughNode | null;
+  /** Least recently used end. */
+  tail: PassthroughNode | null;
+}
+
+class LocalFdCacheState implements FdCacheState {
   held = 0;
   maxHeld = 0;
   evictions = 0;
@@ -115,10 +135,34 @@ export class FdCache {
   reopenedByPath = 0;
   shed = 0;
   failures = 0;
-  /** Most recently used end. */
-  private head: PassthroughNode | null = null;
-  /** Least recently used end. */
-  private tail: PassthroughNode | null = null;
+  head: PassthroughNode | null = null;
+  tail: PassthroughNode | null = null;
+}
+
+export class FdCache {
+  /** Counters and LRU ends (shared between the copies in copies mode). */
+  readonly s: FdCacheState;
+  get held(): number {
+    return this.s.held;
+  }
+  get maxHeld(): number {
+    return this.s.maxHeld;
+  }
+  get evictions(): number {
+    return this.s.evictions;
+  }
+  get reopenedByHandle(): number {
+    return this.s.reopenedByHandle;
+  }
+  get reopenedByPath(): number {
+    return this.s.reopenedByPath;
+  }
+  get shed(): number {
+    return this.s.shed;
+  }
+  get failures(): number {
+    return this.s.failures;
+  }
   private lastFailLog = 0;
   private quietFailures = 0;
 
@@ -131,22 +175,24 @@ export class FdCache {
     /** Read-only descriptor of the source root for open_by_handle_at; -1: re-open by path only. */
     readonly mountFd: number,
     private readonly log: (line: string) => void,
+    state?: FdCacheState,
   ) {
     this.useHandles = mountFd >= 0;
+    this.s = state ?? new LocalFdCacheState();
   }
 
   stats(): FdCacheStats {
     return {
-      budget: this.budget, held: this.held, maxHeld: this.maxHeld, evictions: this.evictions,
-      reopenedByHandle: this.reopenedByHandle, reopenedByPath: this.reopenedByPath, shed: this.shed,
-      failures: this.failures, mode: this.useHandles ? "handle" : "path",
+      budget: this.budget, held: this.s.held, maxHeld: this.s.maxHeld, evictions: this.s.evictions,
+      reopenedByHandle: this.s.reopenedByHandle, reopenedByPath: this.s.reopenedByPath, shed: this.s.shed,
+      failures: this.s.failures, mode: this.useHandles ? "handle" : "path",
     };
   }
 
   /** n's descriptor for immediate (synchronous) use; re-opened if it was evicted. */
   fd(n: PassthroughNode): number {
     if (n.fd >= 0) {
-      if (n.inLru && n !== this.head) {
+      if (n.inLru && n !== this.s.head) {
         this.unlink(n);
         this.pushHead(n);
       }
@@ -169,7 +215,7 @@ export class FdCache {
     if (n.dropPending) {
       n.dropPending = false;
       this.closeNow(n);
-    } else if (this.held > this.budget) this.trim();
+    } else if (this.s.held > this.budget) this.trim();
   }
 
   /** Give node n the fresh O_PATH descriptor `fd` (it had none), or close `fd` (it had one). */
@@ -211,7 +257,7 @@ export class FdCache {
   /** Close every node descriptor (unmount). */
   closeAll(nodes: Iterable<PassthroughNode>): void {
     for (const n of nodes) if (n !== this.root && n.fd >= 0) this.closeNow(n);
-    this.head = this.tail = null;
+    this.s.head = this.s.tail = null;
   }
 
   /**
@@ -282,12 +328,12 @@ export class FdCache {
 
   /** Count (and at most every 5 s log) a request answered EMFILE/ENFILE. */
   shortageOf(errno: number, what: string): void {
-    this.failures++;
+    this.s.failures++;
     const now = Date.now();
     if (now - this.lastFailLog >= 5000) {
       const more = this.quietFailures ? ` (${this.quietFailures} more since the last report)` : "";
       this.log(
-        `fuse-uring: passthrough: ${what}: out of file descriptors (${errno === Errno.EMFILE ? "EMFILE" : "ENFILE"}) with ${this.held} cached node descriptors (budget ${this.budget}); answered ${errno === Errno.EMFILE ? "EMFILE" : "ENFILE"}${more}`,
+        `fuse-uring: passthrough: ${what}: out of file descriptors (${errno === Errno.EMFILE ? "EMFILE" : "ENFILE"}) with ${this.s.held} cached node descriptors (budget ${this.budget}); answered ${errno === Errno.EMFILE ? "EMFILE" : "ENFILE"}${more}`,
       );
       this.lastFailLog = now;
       this.quietFailures = 0;
@@ -299,7 +345,7 @@ export class FdCache {
     const want = Math.max(8, this.budget >> 3);
     let got = 0;
     while (got < want && this.evictOne(null)) got++;
-    if (got) this.shed++;
+    if (got) this.s.shed++;
     return got > 0;
   }
 
@@ -308,7 +354,7 @@ export class FdCache {
     if (n.handle && this.useHandles) {
       try {
         fd = this.withRoomSync("re-open by handle", () => libc.openByHandle(this.mountFd, n.handle!, O_PATH | O_CLOEXEC));
-        this.reopenedByHandle++;
+        this.s.reopenedByHandle++;
       } catch (e) {
         // ESTALE: this inode is deleted. The path would only find another file there now.
         if (isFdShortage(e) || n.parent === null || errnoOf(e) === Errno.ESTALE) throw e;
@@ -337,7 +383,7 @@ export class FdCache {
         closeQuiet(fd);
         throw new FuseError("ESTALE", `passthrough: node ${n.id}: another file is at its last known path now`);
       }
-      this.reopenedByPath++;
+      this.s.reopenedByPath++;
     }
     this.admit(n, fd);
     return fd;
@@ -346,26 +392,26 @@ export class FdCache {
   private admit(n: PassthroughNode, fd: number): void {
     n.fd = fd;
     if (n === this.root) return;
-    this.held++;
-    if (this.held > this.maxHeld) this.maxHeld = this.held;
+    this.s.held++;
+    if (this.s.held > this.s.maxHeld) this.s.maxHeld = this.s.held;
     if (!n.noEvict) this.pushHead(n);
-    if (this.held > this.budget) this.trim(n);
+    if (this.s.held > this.budget) this.trim(n);
   }
 
   /** Evict until within budget (or nothing more can be evicted). */
   private trim(keep: PassthroughNode | null = null): void {
-    while (this.held > this.budget && this.evictOne(keep)) {}
+    while (this.s.held > this.budget && this.evictOne(keep)) {}
   }
 
   /** Close the least recently used descriptor that can be re-opened later; false if none. */
   private evictOne(keep: PassthroughNode | null): boolean {
-    let v = this.tail;
+    let v = this.s.tail;
     while (v) {
       const prev = v.lruPrev;
       if (v !== keep && v.pins === 0) {
         if (this.canReopen(v)) {
           this.closeNow(v);
-          this.evictions++;
+          this.s.evictions++;
           return true;
         }
         this.unlink(v); // cannot come back: keep its descriptor, stop considering it
@@ -395,23 +441,23 @@ export class FdCache {
     if (n.fd < 0) return;
     closeQuiet(n.fd);
     n.fd = -1;
-    if (n !== this.root) this.held--;
+    if (n !== this.root) this.s.held--;
   }
 
   private pushHead(n: PassthroughNode): void {
     n.lruPrev = null;
-    n.lruNext = this.head;
-    if (this.head) this.head.lruPrev = n;
-    this.head = n;
-    if (!this.tail) this.tail = n;
+    n.lruNext = this.s.head;
+    if (this.s.head) this.s.head.lruPrev = n;
+    this.s.head = n;
+    if (!this.s.tail) this.s.tail = n;
     n.inLru = true;
   }
 
   private unlink(n: PassthroughNode): void {
     if (n.lruPrev) n.lruPrev.lruNext = n.lruNext;
-    else this.head = n.lruNext;
+    else this.s.head = n.lruNext;
     if (n.lruNext) n.lruNext.lruPrev = n.lruPrev;
-    else this.tail = n.lruPrev;
+    else this.s.tail = n.lruPrev;
     n.lruPrev = n.lruNext = null;
     n.inLru = false;
   }
