@@ -871,7 +871,12 @@ export class PassthroughFS implements InodeFS {
   }
 
   open(_ctx: RequestContext, ino: number, flags: number): OpenReply | Promise<OpenReply> {
-    const n = this.live(ino);
+    // A node whose file was deleted (and its descriptor closed) answers ESTALE, not ENOENT:
+    // open(2) then walks the path once more, revalidating every dentry (do_filp_open retries
+    // ESTALE with LOOKUP_REVAL), and opens or — with O_CREAT — creates what is there now, as on
+    // a local filesystem. ENOENT here failed open(O_CREAT) racing an unlink of the same name.
+    const n = this.node(ino);
+    if (n.gone) fail(Errno.ESTALE);
     return this.openReply(n, this.reopen(n, this.backingFlags(flags), "open"));
   }
 
