@@ -68,9 +68,7 @@ export function configDefs(env: ConfigEnv): ConfigDef[] {
     },
     {
       id: "memfs-uring", label: "memfs uring", short: "memfs ur", kind: "memfs", transport: "uring", optional: false, colour: "#08519c",
-      // one thread (the default, --workers auto, runs memfs as a copy per CPU: memfs-uring-w2)
-      extraArgs: env.hasWorkers ? ["--workers", "1"] : undefined,
-      description: "same filesystem, requests and replies through FUSE-over-io_uring (one queue per CPU), one thread",
+      description: "same filesystem, requests and replies through FUSE-over-io_uring (one queue per CPU); the default --workers auto: a copy of memfs per CPU over one shared state, each answering its CPU's requests",
     },
     {
       id: "pt-classic", label: env.hasDataPlane ? "passthrough classic, native data plane" : "passthrough classic", short: "pt cl", kind: "passthrough", transport: "classic", optional: true, colour: "#fdae6b",
@@ -80,14 +78,14 @@ export function configDefs(env: ConfigEnv): ConfigDef[] {
       id: "pt-uring", short: "pt ur",
       label: env.hasDataPlane ? "passthrough uring, native data plane" : noFixedFlag ? "passthrough uring + fixed bufs" : "passthrough uring (fixed bufs)",
       kind: "passthrough", transport: "uring", optional: true, colour: "#d94801",
-      description: "passthrough over FUSE-over-io_uring; READ/WRITE are READ_FIXED/WRITE_FIXED between the backing file and the ring's registered payload buffer (fixedIo > 0)",
+      description: "passthrough over FUSE-over-io_uring, the default --workers auto: a copy of the passthrough per CPU over one shared node table (lib/fs/passthrough/shared.ts), each answering its CPU's requests; READ/WRITE answered natively by pread/pwrite on that thread",
     },
   ];
   if (noFixedFlag) {
     defs.push({
       id: "pt-uring-nofixed", label: "passthrough uring, no fixed bufs", short: "pt ur nofx", kind: "passthrough", transport: "uring",
-      extraArgs: [noFixedFlag], optional: true, fullOnly: true, colour: "#7f2704",
-      description: `passthrough over io_uring with ${noFixedFlag} (plain reads/writes instead of registered buffers)`,
+      extraArgs: ["--workers", "1", noFixedFlag], optional: true, fullOnly: true, colour: "#7f2704",
+      description: `passthrough over io_uring with --workers 1 ${noFixedFlag} (plain reads/writes instead of registered buffers; compare with pt-uring-1t)`,
     });
   }
   if (env.hasDataPlane) {
@@ -106,19 +104,20 @@ export function configDefs(env: ConfigEnv): ConfigDef[] {
     );
   }
   if (env.hasWorkers) {
-    defs.push({
-      id: "memfs-uring-w2", label: "memfs uring, 2 workers (copies)", short: "memfs ur w2", kind: "memfs", transport: "uring",
-      extraArgs: ["--workers", "2"], optional: true, colour: "#6baed6",
-      description: "memfs over io_uring with --workers 2: one copy of memfs per worker over one shared state (a replicated operation log, file data in shared pages); each worker answers its CPU's requests, nothing is forwarded",
-    });
+    // The defaults above run a copy per CPU; these are one thread, and forwarding, to compare.
     defs.push(
       {
-        id: "pt-uring-w2", label: "passthrough uring, 2 workers (copies)", short: "pt ur w2", kind: "passthrough", transport: "uring",
-        extraArgs: ["--workers", "2"], optional: true, colour: "#8c2d04",
-        description: "passthrough over io_uring with --workers 2: copies mode — each worker owns its CPU's ring and runs its own copy of the passthrough over the shared node table (lib/fs/passthrough/shared.ts): every request is handled on the thread that fetched it",
+        id: "memfs-uring-1t", label: "memfs uring, one thread", short: "memfs ur 1t", kind: "memfs", transport: "uring",
+        extraArgs: ["--workers", "1"], optional: true, colour: "#6baed6",
+        description: "memfs over io_uring with --workers 1: one JS thread owns every queue's ring (requests from the other CPUs cross to it)",
       },
       {
-        id: "pt-uring-w2-fwd", label: "passthrough uring, 2 workers (forwarding)", short: "pt ur w2 fwd", kind: "passthrough", transport: "uring",
+        id: "pt-uring-1t", label: "passthrough uring, one thread", short: "pt ur 1t", kind: "passthrough", transport: "uring",
+        extraArgs: ["--workers", "1"], optional: true, colour: "#8c2d04",
+        description: "passthrough over io_uring with --workers 1: one JS thread owns every queue's ring; READ/WRITE above 64 KiB are READ_FIXED/WRITE_FIXED through that ring (fixedIo > 0)",
+      },
+      {
+        id: "pt-uring-fwd", label: "passthrough uring, 2 workers (forwarding)", short: "pt ur fwd", kind: "passthrough", transport: "uring",
         extraArgs: ["--workers", "2", "--no-file-handles"], optional: true, fullOnly: true, colour: "#a63603",
         description: "passthrough over io_uring with --workers 2 --no-file-handles, which keeps it in forwarding mode (re-open by path is not shared; the bench's files stay within the descriptor budget, so the switch changes nothing else): workers answer READ/WRITE/FSYNC natively and forward every other request to the main thread (2 hand-offs each)",
       },
@@ -163,6 +162,7 @@ export function configDefs(env: ConfigEnv): ConfigDef[] {
       ttl(byId("pt-uring"), "#a63603"),
       ttl(byId("kpt"), "#006d2c"),
     );
+    if (env.hasWorkers) defs.push(ttl(byId("pt-uring-1t"), "#7f2704"));
   }
 
   // multi-core handlers: a READ handler that burns ~50 µs of CPU, one JS thread vs two
@@ -196,6 +196,7 @@ export const LIBFUSE_PAIRS: Array<{ label: string; a: string; b: string }> = [
   { label: "passthrough classic ÷ libfuse classic", a: "pt-classic", b: "lf-classic" },
   { label: "passthrough uring ÷ libfuse uring", a: "pt-uring", b: "lf-uring" },
   { label: "memfs uring ÷ libfuse uring", a: "memfs-uring", b: "lf-uring" },
-  { label: "memfs uring w2 ÷ libfuse uring", a: "memfs-uring-w2", b: "lf-uring" },
+  { label: "passthrough uring one thread ÷ libfuse uring", a: "pt-uring-1t", b: "lf-uring" },
+  { label: "memfs uring one thread ÷ libfuse uring", a: "memfs-uring-1t", b: "lf-uring" },
   { label: "kernel passthrough ÷ libfuse kernel passthrough", a: "kpt", b: "lf-kpt" },
 ];

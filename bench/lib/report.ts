@@ -239,7 +239,9 @@ export function markdown(r: Results): string {
   const has = (id: string) => cfgs.some((c) => c.id === id);
   if (has("memfs-uring") && has("memfs-classic")) pairs.push(["memfs uring ÷ classic", "memfs-uring", "memfs-classic"]);
   if (has("pt-uring") && has("pt-classic")) pairs.push(["passthrough uring ÷ classic", "pt-uring", "pt-classic"]);
-  if (has("pt-uring") && has("pt-uring-nofixed")) pairs.push(["pt uring fixed ÷ not fixed", "pt-uring", "pt-uring-nofixed"]);
+  if (has("memfs-uring") && has("memfs-uring-1t")) pairs.push(["memfs uring copies ÷ one thread", "memfs-uring", "memfs-uring-1t"]);
+  if (has("pt-uring") && has("pt-uring-1t")) pairs.push(["pt uring copies ÷ one thread", "pt-uring", "pt-uring-1t"]);
+  if (has("pt-uring-1t") && has("pt-uring-nofixed")) pairs.push(["pt uring fixed ÷ not fixed (one thread)", "pt-uring-1t", "pt-uring-nofixed"]);
   if (has("kpt") && has("pt-uring")) pairs.push(["kernel pt ÷ pt uring", "kpt", "pt-uring"]);
   if (has("pt-classic") && has("memfs-classic")) pairs.push(["pt classic ÷ memfs classic", "pt-classic", "memfs-classic"]);
   if (has("pt-uring") && has("pt-uring-js")) pairs.push(["pt uring native ÷ JS data plane", "pt-uring", "pt-uring-js"]);
