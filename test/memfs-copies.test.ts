@@ -37,7 +37,7 @@ function ask<T>(w: Worker, msg: unknown, type: string): Promise<T> {
 }
 
 describe("memfs copies over one shared state", () => {
-  test("copies() shares the state; subclasses and used filesystems stay forwarding", () => {
+  test("copies() shares the state; subclasses, replaced handlers and used filesystems stay forwarding", () => {
     const fs = memfs({ maxBytes: 1 << 24, maxInodes: 1000 });
     const plan = fs.copies()!;
     expect(plan.sharedState).toBe(true);
@@ -48,6 +48,11 @@ describe("memfs copies over one shared state", () => {
     const used = memfs();
     used.mkdir(ctx, ROOT, "d", 0o755, 0);
     expect(used.copies()).toBeNull();
+    // A handler replaced on the instance (a script wrapping memfs()): the copies would not run it.
+    const wrapped = memfs();
+    const lookup = wrapped.lookup.bind(wrapped);
+    wrapped.lookup = (c, p, n) => (n === "forbidden" ? (() => { throw new FuseError("EACCES"); })() : lookup(c, p, n));
+    expect(wrapped.copies()).toBeNull();
     // structured clone keeps the buffers shared (what postMessage does)
     const clone = structuredClone(plan.shared) as MemShared;
     const copy = MemFS.replica(clone);

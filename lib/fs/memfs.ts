@@ -370,7 +370,10 @@ export class MemFS implements InodeFS {
    */
   copies(): CopiesPlan | null {
     if (this.plan) return this.plan;
+    // A subclass, or an instance whose handlers were replaced (`fs.lookup = …`): the copies
+    // would be plain MemFS, so the replaced handlers would run on this thread only.
     if (Object.getPrototypeOf(this) !== MemFS.prototype) return null;
+    if (Object.keys(this).some((k) => typeof (this as unknown as Record<string, unknown>)[k] === "function")) return null;
     const r = this.root;
     if (this.nextIno !== ROOT + 1 || this.nextFh !== 1 || this.store.high !== 0 || r.xattrs || r.dir!.list.length > 0) return null;
     if (Math.ceil(this.store.maxPages / SEG_PAGES) > MAX_SEGMENTS) return null;
