@@ -80,6 +80,44 @@ describe("memfs copies over one shared state", () => {
     fs.destroy();
   });
 
+  test("overwrites, reads and atime updates are not logged; every copy sees their bytes and time stamps", () => {
+    const fs = memfs({ maxBytes: 1 << 24, maxInodes: 1000 });
+    const copy = MemFS.replica(structuredClone(fs.copies()!.shared) as MemShared);
+    const e = fs.create(ctx, ROOT, "f", S_IFREG | 0o644, 0, 2);
+    const ino = e.entry.ino;
+    const fh = (e.open as { fh: number }).fh;
+    fs.write(ctx, ino, fh, 0, new Uint8Array(8192).fill(1), 0, 0); // allocates: logged
+    const logged = () => fs.replication()!.logged;
+    const before = logged();
+    const t0 = copy.getattr(ctx, ino, undefined);
+    Bun.sleepSync(2);
+    // an overwrite inside the file on existing pages, from the other copy
+    expect(copy.write(ctx, ino, fh, 4096, new Uint8Array([7, 8, 9]), 0, 0)).toBe(3);
+    const out = new Uint8Array(3);
+    expect(fs.read(ctx, ino, fh, 4096, 3, out)).toBe(3);
+    expect([...out]).toEqual([7, 8, 9]);
+    const a1 = fs.getattr(ctx, ino, undefined);
+    expect(a1.mtime * 1e9 + a1.mtimeNsec).toBeGreaterThan(t0.mtime * 1e9 + t0.mtimeNsec);
+    expect([a1.ctime, a1.ctimeNsec]).toEqual([a1.mtime, a1.mtimeNsec]);
+    // relatime: that read (atime ≤ mtime) moved atime; the other copy sees it
+    const a2 = copy.getattr(ctx, ino, undefined);
+    expect(a2.atime * 1e9 + a2.atimeNsec).toBeGreaterThanOrEqual(a1.mtime * 1e9 + a1.mtimeNsec);
+    expect(logged()).toBe(before); // none of it needed a log entry
+    // utimes to the past (logged) then an overwrite (not): the overwrite's time wins everywhere
+    copy.setattr(ctx, ino, { valid: 0, mtime: [1000, 5] });
+    expect(fs.getattr(ctx, ino, undefined).mtime).toBe(1000);
+    fs.write(ctx, ino, fh, 0, new Uint8Array([1]), 0, 0);
+    expect(copy.getattr(ctx, ino, undefined).mtime).toBeGreaterThan(1000);
+    // past the end, or onto a hole: logged
+    const mid = logged();
+    copy.write(ctx, ino, fh, 8192, new Uint8Array(10), 0, 0);
+    expect(logged()).toBeGreaterThan(mid);
+    expect(fs.getattr(ctx, ino, undefined).size).toBe(8202);
+    expect(copy.dumpState()).toBe(fs.dumpState());
+    copy.destroy();
+    fs.destroy();
+  });
+
   test("limits hold across copies: ENOSPC and the inode limit", () => {
     const fs = memfs({ maxBytes: 8 * 4096, maxInodes: 4 });
     const plan = fs.copies()!;
@@ -209,7 +247,8 @@ describe("memfs copies over one shared state", () => {
       const c = fs.create(ctx, ROOT, "f", S_IFREG | 0o644, 0, 2);
       const fh = (c.open as { fh: number }).fh;
       const t0 = performance.now();
-      for (let i = 0; i < 3000; i++) fs.write(ctx, c.entry.ino, fh, 0, new Uint8Array(10), 0, 0);
+      // Appends: each one is logged (an overwrite would not be: nothing for the dead copy to lag on).
+      for (let i = 0; i < 3000; i++) fs.write(ctx, c.entry.ino, fh, 10 * i, new Uint8Array(10), 0, 0);
       const took = performance.now() - t0;
       expect(took).toBeLessThan(8000); // waited for the dead copy's heartbeat to age (2 s), once
       expect(logged.join("\n")).toContain("evicted");

@@ -1,4 +1,5 @@
-// A/B of two checkouts: daemon CPU per request and IOPS, fio 4 KiB O_DIRECT randread QD1.
+// A/B of two checkouts: daemon CPU per request and IOPS, fio 4 KiB O_DIRECT random I/O at QD1
+// (randread; AB_RW=randwrite for writes).
 // Interleaves the checkouts round by round (the machine is shared and noisy: compare medians).
 //
 //   bun bench/micro/ab-qd1.ts memfs|passthrough JOBS ROUNDS CHECKOUT_A CHECKOUT_B …
@@ -10,6 +11,11 @@ import { mkdtempSync, readFileSync } from "node:fs";
 const [fsKind, jobs, rounds, ...trees] = process.argv.slice(2);
 if (!fsKind || !jobs || !rounds || trees.length === 0) {
   console.error("usage: bun bench/micro/ab-qd1.ts memfs|passthrough JOBS ROUNDS CHECKOUT…");
+  process.exit(2);
+}
+const rw = process.env.AB_RW ?? "randread";
+if (rw !== "randread" && rw !== "randwrite") {
+  console.error("AB_RW: randread or randwrite");
   process.exit(2);
 }
 const ticksOf = (pid: number) => {
@@ -32,12 +38,11 @@ for (let r = 0; r < Number(rounds); r++) {
       if (done) throw new Error(`daemon of ${tree} exited: ${err}`);
       err += new TextDecoder().decode(value);
     }
-    spawnSync(["dd", "if=/dev/urandom", `of=${mnt}/f`, "bs=1M", "count=64", "status=none"]);
-    const t0 = ticksOf(d.pid);
-    const fio = spawnSync(["fio", "--name=q", `--filename=${mnt}/f`, "--rw=randread", "--bs=4k", "--direct=1", "--ioengine=sync", `--numjobs=${jobs}`,
-      "--time_based", "--runtime=4", "--size=64M", "--group_reporting", "--output-format=json"]);
+        const t0 = ticksOf(d.pid);
+    const fio = spawnSync(["fio", "--name=q", `--directory=${mnt}`, `--rw=${rw}`, "--bs=4k", "--direct=1", "--ioengine=sync", `--numjobs=${jobs}`,
+      "--time_based", "--runtime=4", "--size=32M", "--group_reporting", "--output-format=json"]);
     const t1 = ticksOf(d.pid);
-    const read = JSON.parse(fio.stdout.toString()).jobs[0].read;
+    const read = JSON.parse(fio.stdout.toString()).jobs[0][rw === "randread" ? "read" : "write"];
     (results[tree] ??= []).push({ iops: Math.round(read.iops), cpu: ((t1 - t0) * 10_000) / read.total_ios });
     d.kill("SIGTERM");
     await d.exited;

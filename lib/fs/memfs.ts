@@ -154,6 +154,8 @@ class Node {
   freed = false;
 
   constructor(
+    /** Index of the node's time stamps in the shared time table (copies mode); reused after free. */
+    readonly slot: number,
     readonly ino: number,
     public mode: number,
     public nlink: number,
@@ -177,6 +179,8 @@ export interface MemShared {
   root: [number, number, number, number, number, number, number, number, number, number];
   log: SharedLog;
   segs: SharedArrayBuffer[];
+  /** Every node's time stamps (TIME_WORDS f64 per slot), growable. */
+  times: SharedArrayBuffer;
 }
 
 /** The module each worker loads for its copy (absent in the standalone binary: forwarding). */
@@ -190,14 +194,21 @@ const MAX_PLUS = 1024;
 const OP_LOOKUP = 1;
 const OP_FORGET = 2;
 const OP_WRITE = 3;
-const OP_ATIME = 4;
 const OP_OPEN = 5;
 const OP_RELEASE = 6;
 const OP_READDIR = 7;
 const OP_JSON = 8;
 const OP_CALL = 9;
 
-const READ_ONLY_OPS = ["getattr", "getxattr", "listxattr", "access", "statfs", "lseek", "flush", "fsync", "fsyncdir"] as const;
+/**
+ * Operations that change nothing but time stamps, which live in the shared time table (written
+ * by the executing copy): under the lock, after catching up, not logged.
+ */
+const READ_ONLY_OPS = ["getattr", "getxattr", "listxattr", "access", "statfs", "lseek", "flush", "fsync", "fsyncdir", "readlink"] as const;
+/** Time table: atime s, ns, mtime s, ns, ctime s, ns per node slot. */
+const TIME_WORDS = 6;
+/** The time table grows by this many slots at a time. */
+const TIME_GROW_SLOTS = 1 << 14;
 const JSON_OPS = [
   "setattr", "symlink", "mknod", "mkdir", "unlink", "rmdir", "rename", "link", "create", "opendir",
   "setxattr", "removexattr", "fallocate", "copyFileRange",
@@ -332,6 +343,18 @@ export class MemFS implements InodeFS {
   protected plusRefs: number[] | null = null;
   /** A copy made by replica() (a worker's): `--workers` loads it as a replicable filesystem. */
   replicable?: boolean;
+  /**
+   * Copies mode: every node's time stamps, shared (TIME_WORDS per slot). The copy that executes
+   * an operation writes the stamps it sets here (touch); every copy reads them before using a
+   * node's times (syncTimes). So an operation that changes only bytes and time stamps — an
+   * overwrite, a read's atime — needs no log entry, and no other copy replays it. Local fields
+   * are a cache, refreshed under the lock before any use.
+   */
+  private times: Float64Array | null = null;
+  private timesBuf: SharedArrayBuffer | null = null;
+  /** Node slot allocator (replicated bookkeeping, like the page store's). */
+  private readonly freeSlots: number[] = [];
+  private slotHigh = 0;
 
   constructor(options: MemFSOptions = {}, shared?: SharedArrayBuffer[]) {
     const maxBytes = options.maxBytes ?? Math.floor(totalmem() / 2 / PAGE) * PAGE;
@@ -344,7 +367,7 @@ export class MemFS implements InodeFS {
     const gid = options.gid ?? (typeof process.getgid === "function" ? process.getgid() : 0);
     this.resolved = { maxBytes, maxInodes, uid, gid, rootMode: options.rootMode ?? 0o755, sharedLogBytes: options.sharedLogBytes ?? LOG_SIZE };
     this.store = new PageStore(Math.floor(maxBytes / PAGE), shared);
-    const root = new Node(ROOT, S_IFDIR | ((options.rootMode ?? 0o755) & 0o7777), 2, uid, gid);
+    const root = new Node(this.allocSlot(), ROOT, S_IFDIR | ((options.rootMode ?? 0o755) & 0o7777), 2, uid, gid);
     root.dir = new Dir();
     root.size = 2 * BOGO_DIRENT_SIZE;
     this.touch(root, T_A | T_M | T_C);
@@ -385,8 +408,10 @@ export class MemFS implements InodeFS {
       root: [r.mode, r.uid, r.gid, r.lookups, r.atime, r.atimeNsec, r.mtime, r.mtimeNsec, r.ctime, r.ctimeNsec],
       log: createSharedLog(this.resolved.sharedLogBytes),
       segs: this.store.reserveAll(),
+      times: new SharedArrayBuffer(0, { maxByteLength: (this.maxInodes + 1) * TIME_WORDS * 8 }),
     };
-    this.share(shared.log);
+    this.share(shared.log, shared.times);
+    this.putTimes(r, T_A | T_M | T_C);
     this.plan = { module: COPY_MODULE, shared, sharedState: true };
     return this.plan;
   }
@@ -397,7 +422,7 @@ export class MemFS implements InodeFS {
     const fs = new MemFS(shared.options, shared.segs);
     const r = fs.root;
     [r.mode, r.uid, r.gid, r.lookups, r.atime, r.atimeNsec, r.mtime, r.mtimeNsec, r.ctime, r.ctimeNsec] = shared.root;
-    fs.share(shared.log);
+    fs.share(shared.log, shared.times);
     fs.replicable = true;
     return fs;
   }
@@ -422,10 +447,11 @@ export class MemFS implements InodeFS {
   /** Everything a copy's state is made of, as text (tests compare copies with it). */
   dumpState(): string {
     this.sync();
-    const out: unknown[] = [this.nextIno, this.nextFh, this.used, this.inodeCount, this.store.high, this.store.freeCount];
+    const out: unknown[] = [this.nextIno, this.nextFh, this.used, this.inodeCount, this.store.high, this.store.freeCount, this.slotHigh, this.freeSlots];
     for (const [ino, n] of this.nodes) {
+      this.syncTimes(n);
       out.push([
-        ino, n.mode, n.nlink, n.uid, n.gid, n.rdev, n.size, n.atime, n.atimeNsec, n.mtime, n.mtimeNsec, n.ctime, n.ctimeNsec,
+        ino, n.slot, n.mode, n.nlink, n.uid, n.gid, n.rdev, n.size, n.atime, n.atimeNsec, n.mtime, n.mtimeNsec, n.ctime, n.ctimeNsec,
         n.lookups, n.opens, n.parent?.ino ?? null, n.allocated, n.target,
         n.dir ? [n.dir.nextCookie, n.dir.list.filter((e) => e.live).map((e) => [e.name, e.node.ino, e.cookie])] : null,
         n.chunks ? [...n.chunks] : null,
@@ -437,9 +463,11 @@ export class MemFS implements InodeFS {
   }
 
   /** Route every operation of this instance through the shared log. */
-  private share(log: SharedLog): void {
+  private share(log: SharedLog, times: SharedArrayBuffer): void {
     const P = MemFS.prototype as unknown as Record<string, (...a: unknown[]) => unknown>;
     const self = this as unknown as Record<string, unknown>;
+    this.timesBuf = times;
+    this.times = new Float64Array(times); // length-tracking: follows another copy's grow()
     const rep = new Replicator(log, (op, off, len, time) => this.applyEntry(op, off, len, time));
     this.rep = rep;
     const dv = rep.dv;
@@ -448,6 +476,7 @@ export class MemFS implements InodeFS {
       const f = P[m]!;
       self[m] = (...a: unknown[]) => {
         rep.lock();
+        this.opTime = null; // time stamps set (readlink's atime) are this operation's
         try {
           return f.apply(this, a);
         } finally {
@@ -475,50 +504,21 @@ export class MemFS implements InodeFS {
         return this.exec(OP_JSON, bytes.length, () => f.call(this, ctx, ...a));
       };
     }
+    // READ as well, without the rest-argument array of the generic wrapper (the hot path).
     const read = P.read!;
     self.read = (ctx: RequestContext, ino: number, fh: number, offset: number, size: number, out: Uint8Array): number => {
-      rep.begin(8);
+      rep.lock();
       this.opTime = null;
-      this.changed = false;
-      let n: number;
       try {
-        n = read.call(this, ctx, ino, fh, offset, size, out) as number;
-      } catch (e) {
-        rep.abort();
-        throw e;
+        return read.call(this, ctx, ino, fh, offset, size, out) as number;
+      } finally {
+        rep.unlock();
       }
-      if (!this.changed) {
-        rep.abort();
-        return n;
-      }
-      dv.setFloat64(rep.pos, ino, true);
-      rep.commit(OP_ATIME, 8, this.opTime);
-      return n;
-    };
-    const readlink = P.readlink!;
-    self.readlink = (ctx: RequestContext, ino: number): string => {
-      rep.begin(8);
-      this.opTime = null;
-      this.changed = false;
-      let t: string;
-      try {
-        t = readlink.call(this, ctx, ino) as string;
-      } catch (e) {
-        rep.abort();
-        throw e;
-      }
-      if (!this.changed) {
-        rep.abort();
-        return t;
-      }
-      dv.setFloat64(rep.pos, ino, true);
-      rep.commit(OP_ATIME, 8, this.opTime);
-      return t;
     };
     const readdir = P.readdir!;
     self.readdir = (ctx: RequestContext, ino: number, fh: number, offset: number, filler: DirFiller): void => {
       // At most MAX_PLUS references per call (the filler is told "full" after that).
-      rep.begin(24 + 8 * MAX_PLUS);
+      rep.begin(8 + 8 * MAX_PLUS);
       this.opTime = null;
       this.changed = false;
       const refs: number[] = [];
@@ -533,17 +533,26 @@ export class MemFS implements InodeFS {
       } finally {
         this.plusRefs = null;
       }
-      if (!this.changed && refs.length === 0) return rep.abort();
+      // The directory's atime is in the time table: only the references need replaying.
+      if (refs.length === 0) return rep.abort();
       const at = rep.pos;
-      dv.setFloat64(at, ino, true);
-      dv.setFloat64(at + 8, this.changed ? 1 : 0, true);
-      dv.setFloat64(at + 16, refs.length, true);
-      for (let i = 0; i < refs.length; i++) dv.setFloat64(at + 24 + 8 * i, refs[i]!, true);
-      rep.commit(OP_READDIR, 24 + 8 * refs.length, this.opTime);
+      dv.setFloat64(at, refs.length, true);
+      for (let i = 0; i < refs.length; i++) dv.setFloat64(at + 8 + 8 * i, refs[i]!, true);
+      rep.commit(OP_READDIR, 8 + 8 * refs.length, this.opTime);
     };
     const write = P.write!;
     self.write = (ctx: RequestContext, ino: number, fh: number, offset: number, data: Uint8Array, writeFlags: number, openFlags: number): number => {
-      rep.begin(32);
+      rep.lock();
+      this.opTime = null;
+      if (this.overwrites(ino, offset, data.length, writeFlags)) {
+        // Bytes (shared pages) and time stamps (shared table) only: nothing for the others to replay.
+        try {
+          return write.call(this, ctx, ino, fh, offset, data, writeFlags, openFlags) as number;
+        } finally {
+          rep.unlock();
+        }
+      }
+      rep.reserve(32);
       const at = rep.pos;
       dv.setFloat64(at, ino, true);
       dv.setFloat64(at + 8, offset, true);
@@ -643,14 +652,9 @@ export class MemFS implements InodeFS {
           P.write.call(this, REPLAY_CTX, dv.getFloat64(off, true), 0, dv.getFloat64(off + 8, true), REPLAY_DATA as unknown as Uint8Array, dv.getFloat64(off + 24, true), 0);
           break;
         }
-        case OP_ATIME:
-          this.touch(this.node(dv.getFloat64(off, true)), T_A);
-          break;
         case OP_READDIR: {
-          const dir = this.node(dv.getFloat64(off, true));
-          if (dv.getFloat64(off + 8, true) !== 0) this.touch(dir, T_A);
-          const count = dv.getFloat64(off + 16, true);
-          for (let i = 0; i < count; i++) this.node(dv.getFloat64(off + 24 + 8 * i, true)).lookups++;
+          const count = dv.getFloat64(off, true);
+          for (let i = 0; i < count; i++) this.node(dv.getFloat64(off + 8 + 8 * i, true)).lookups++;
           break;
         }
         case OP_LOOKUP: {
@@ -746,10 +750,66 @@ export class MemFS implements InodeFS {
       n.ctime = s;
       n.ctimeNsec = ns;
     }
+    if (this.times !== null && !this.replaying) this.putTimes(n, which);
+  }
+
+  /** Copies mode, executing copy: publish `which` of n's (local) time stamps to the shared table. */
+  private putTimes(n: Node, which: number): void {
+    let t = this.times!;
+    const i = n.slot * TIME_WORDS;
+    if (i + TIME_WORDS > t.length) {
+      const buf = this.timesBuf!;
+      const slots = Math.min(Math.ceil((n.slot + 1) / TIME_GROW_SLOTS) * TIME_GROW_SLOTS, buf.maxByteLength / (TIME_WORDS * 8));
+      if (buf.byteLength < slots * TIME_WORDS * 8) buf.grow(slots * TIME_WORDS * 8);
+      t = this.times!;
+    }
+    if (which & T_A) {
+      t[i] = n.atime;
+      t[i + 1] = n.atimeNsec;
+    }
+    if (which & T_M) {
+      t[i + 2] = n.mtime;
+      t[i + 3] = n.mtimeNsec;
+    }
+    if (which & T_C) {
+      t[i + 4] = n.ctime;
+      t[i + 5] = n.ctimeNsec;
+    }
+  }
+
+  /** Copies mode: refresh n's time stamps from the shared table (under the lock, before use). */
+  private syncTimes(n: Node): void {
+    const t = this.times;
+    if (t === null) return;
+    const i = n.slot * TIME_WORDS;
+    if (i + TIME_WORDS > t.length) return;
+    n.atime = t[i]!;
+    n.atimeNsec = t[i + 1]!;
+    n.mtime = t[i + 2]!;
+    n.mtimeNsec = t[i + 3]!;
+    n.ctime = t[i + 4]!;
+    n.ctimeNsec = t[i + 5]!;
+  }
+
+  /** A node slot (replicated: every copy allocates the same slots in the same order). */
+  private allocSlot(): number {
+    return this.freeSlots.length > 0 ? this.freeSlots.pop()! : this.slotHigh++;
+  }
+
+  /**
+   * Copies mode: whether WRITE would change only file bytes and time stamps — inside the file,
+   * on pages that exist, no set-user/group-ID bit to clear — so that it needs no log entry.
+   */
+  private overwrites(ino: number, offset: number, len: number, writeFlags: number): boolean {
+    const n = this.nodes.get(ino);
+    if (n === undefined || n.chunks === null || !(offset >= 0) || offset + len > n.size) return false;
+    if (writeFlags & FUSE_WRITE_KILL_SUIDGID && (n.mode & S_ISUID || (n.mode & (S_ISGID | S_IXGRP)) === (S_ISGID | S_IXGRP))) return false;
+    return len === 0 || this.allocNeed(n as RegNode, offset, offset + len) === 0;
   }
 
   /** relatime: update atime only if it is not newer than mtime/ctime or older than a day. */
   private accessed(n: Node): void {
+    this.syncTimes(n);
     if (
       n.atime < n.mtime || (n.atime === n.mtime && n.atimeNsec <= n.mtimeNsec) ||
       n.atime < n.ctime || (n.atime === n.ctime && n.atimeNsec <= n.ctimeNsec) ||
@@ -778,6 +838,7 @@ export class MemFS implements InodeFS {
   }
 
   private attrOf(n: Node): Attr {
+    this.syncTimes(n);
     return {
       ino: n.ino,
       mode: n.mode,
@@ -813,6 +874,7 @@ export class MemFS implements InodeFS {
     n.chunks = null;
     n.xattrs = null;
     n.parent = null;
+    this.freeSlots.push(n.slot);
     this.inodeCount--;
   }
 
@@ -835,7 +897,7 @@ export class MemFS implements InodeFS {
     if ((mode & S_IFMT) !== S_IFDIR && (mode & (S_ISGID | S_IXGRP)) === (S_ISGID | S_IXGRP) && ctx.uid !== 0 && ctx.gid !== gid) {
       mode &= ~S_ISGID;
     }
-    const n = new Node(this.nextIno++, mode, 1, ctx.uid, gid);
+    const n = new Node(this.allocSlot(), this.nextIno++, mode, 1, ctx.uid, gid);
     this.touch(n, T_A | T_M | T_C);
     this.nodes.set(n.ino, n);
     this.inodeCount++;
@@ -1135,6 +1197,7 @@ export class MemFS implements InodeFS {
       }
     }
     const [nowS, nowNs] = this.now();
+    this.syncTimes(n); // the stamps this call leaves alone are published again below
     if (size !== undefined && n.chunks) {
       const f = n as RegNode;
       if (size !== f.size) {
@@ -1159,6 +1222,7 @@ export class MemFS implements InodeFS {
       n.ctime = nowS;
       n.ctimeNsec = nowNs;
     }
+    if (this.times !== null && !this.replaying) this.putTimes(n, T_A | T_M | T_C);
     return this.attrOf(n);
   }
 
@@ -1296,7 +1360,7 @@ export class MemFS implements InodeFS {
     this.touch(src, T_C);
     this.touch(op, T_M | T_C);
     if (whiteout) {
-      const w = new Node(this.nextIno++, S_IFCHR, 1, src.uid, src.gid);
+      const w = new Node(this.allocSlot(), this.nextIno++, S_IFCHR, 1, src.uid, src.gid);
       this.touch(w, T_A | T_M | T_C);
       this.nodes.set(w.ino, w);
       this.inodeCount++;
