@@ -30,6 +30,12 @@ export interface LoadScriptOptions {
   mountpoint?: string;
   /** Passed through to ScriptContext.shared (a worker copy of a filesystem with shared state). */
   shared?: unknown;
+  /**
+   * The module is bundled into this program, not a file on disk (the standalone binary's
+   * built-in copy modules, lib/fs/builtin-copies.ts): import it with this instead. Nothing is
+   * evicted, hashed or watched; a reload evaluates the same module again (its reload hook).
+   */
+  embedded?: () => Promise<Record<string, unknown>>;
 }
 
 /** What a default-export function (and a reload hook) receives. */
@@ -172,6 +178,15 @@ export async function loadScriptVersion(
   const file = resolve(path);
   if (previous && options.mountpoint && file.startsWith(resolve(options.mountpoint) + "/")) {
     throw new ScriptError(`${path}: is on the mount it serves; it cannot be reloaded from there`);
+  }
+  if (options.embedded) {
+    let mod: Record<string, unknown>;
+    try {
+      mod = await options.embedded();
+    } catch (e) {
+      throw new ScriptError(formatImportError(e, file));
+    }
+    return { ...(await evaluate(mod, file, options, [], previous)), hashes: new Map() };
   }
   if (!existsSync(file)) throw new ScriptError(`${path}: no such file`);
   if (statSync(file).isDirectory()) throw new ScriptError(`${path}: is a directory, expected a .ts/.js module`);

@@ -15,8 +15,8 @@
 // Lifetime: a node is freed when nlink == 0, its lookup count (references handed to the kernel)
 // is 0 and no file handle is open on it. Node ids are never reused.
 
-import { existsSync } from "node:fs";
 import { nameByteLength } from "../protocol/names.ts";
+import { builtinCopyModule } from "./builtin-copies.ts";
 import { createSharedLog, LOG_SIZE, Replicator, type SharedLog } from "./memfs-shared.ts";
 import { FuseError, type ErrnoName } from "./errors.ts";
 import type {
@@ -183,8 +183,6 @@ export interface MemShared {
   times: SharedArrayBuffer;
 }
 
-/** The module each worker loads for its copy (absent in the standalone binary: forwarding). */
-const COPY_MODULE = new URL("./memfs-copy.ts", import.meta.url).pathname;
 /** Address space set aside for file data, at most (1 GiB segments): 1 TiB. */
 const MAX_SEGMENTS = 1024;
 /** readdirplus references one READDIR may hand out in copies mode (the kernel asks for a page: ~30). */
@@ -400,8 +398,9 @@ export class MemFS implements InodeFS {
     const r = this.root;
     if (this.nextIno !== ROOT + 1 || this.nextFh !== 1 || this.store.high !== 0 || r.xattrs || r.dir!.list.length > 0) return null;
     if (Math.ceil(this.store.maxPages / SEG_PAGES) > MAX_SEGMENTS) return null;
-    // The standalone binary: the script loader reads modules from disk, so forwarding there.
-    if (!existsSync(COPY_MODULE)) return null;
+    // The module each worker loads for its copy (memfs-copy.ts; null: none can be loaded).
+    const module = builtinCopyModule("memfs");
+    if (!module) return null;
     const shared: MemShared = {
       kind: "memfs-shared-v1",
       options: this.resolved,
@@ -412,7 +411,7 @@ export class MemFS implements InodeFS {
     };
     this.share(shared.log, shared.times);
     this.putTimes(r, T_A | T_M | T_C);
-    this.plan = { module: COPY_MODULE, shared, sharedState: true };
+    this.plan = { module, shared, sharedState: true };
     return this.plan;
   }
 

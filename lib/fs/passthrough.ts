@@ -60,7 +60,7 @@
 // - Synchronous calls block the event loop for one syscall each (copy_file_range ≤ 64 MiB per
 //   request); only fsync, which can really block, goes to the thread pool.
 
-import { existsSync, fdatasync as fsFdatasync, fsync as fsFsync, constants as C, openSync, readlinkSync } from "node:fs";
+import { fdatasync as fsFdatasync, fsync as fsFsync, constants as C, openSync, readlinkSync } from "node:fs";
 import { FuseError, errnoOf, Errno } from "./errors.ts";
 import type {
   Attr, CopiesPlan, CreateReply, DirFiller, Entry, InitInfo, InodeFS, OpenReply, RequestContext, SetattrChanges, Statfs,
@@ -74,6 +74,7 @@ import {
   type DirListing, type DirStore, type NodeTable, type PassthroughShare,
 } from "./passthrough/shared.ts";
 import { decodeName } from "../protocol/names.ts";
+import { builtinCopyModule } from "./builtin-copies.ts";
 
 export interface PassthroughOptions {
   /** Serve file data in the kernel (FUSE_PASSTHROUGH; needs CAP_SYS_ADMIN). Default false. */
@@ -393,7 +394,8 @@ export class PassthroughFS implements InodeFS {
    * comes through /dev/fuse, and applies every FORGET once: sharedState).
    */
   copies(): CopiesPlan | null {
-    if (this.share) return this.isCopy ? null : { module: copyModule(), shared: this.share, sharedState: true };
+    // (Shared already: the module was found when the state became shared.)
+    if (this.share) return this.isCopy ? null : { module: builtinCopyModule("passthrough")!, shared: this.share, sharedState: true };
     // Null (forwarding, every handler on this thread as before) where copies cannot keep a
     // feature or the single-thread behaviour:
     // - a subclass or an instance whose handlers were replaced: the copies would be plain
@@ -408,10 +410,9 @@ export class PassthroughFS implements InodeFS {
     if (!this.fds.useHandles) return null;
     // - already used on this thread (not the case for the CLI: copies() comes before INIT).
     if (this.table.size !== 1 || this.dirs.fds().length !== 0) return null;
-    // - the worker module cannot be loaded: inside a compiled binary (scripts/compile.sh) the
-    //   script loader does not find embedded modules by path.
-    const module = copyModule();
-    if (!existsSync(module)) return null;
+    // - the worker module cannot be loaded (passthrough/copy.ts; builtin-copies.ts).
+    const module = builtinCopyModule("passthrough");
+    if (!module) return null;
     {
       const root = this.table.root;
       const share = createShare({
@@ -1167,11 +1168,6 @@ export class PassthroughFS implements InodeFS {
   access(_ctx: RequestContext, ino: number, mask: number): void | Promise<void> {
     check(libc.accessFdRaw(this.fds.fd(this.live(ino)), mask));
   }
-}
-
-/** The worker module of copies mode (an absolute path). */
-function copyModule(): string {
-  return new URL("./passthrough/copy.ts", import.meta.url).pathname;
 }
 
 /** Mirror directory `source` (the CLI's `mount --passthrough SRC MNT [--kernel-passthrough]`). */

@@ -5,7 +5,8 @@
 // native data plane run here (forward-worker.ts).
 
 import { setShimPath } from "../native.ts";
-import { loadScriptVersion, type ScriptVersion } from "../script.ts";
+import { loadScriptVersion, type LoadScriptOptions, type ScriptVersion } from "../script.ts";
+import { embeddedCopyModule } from "../fs/builtin-copies.ts";
 import { needsHook } from "../reload/swap.ts";
 import type { InodeFS } from "../fs/types.ts";
 import { ForwardEngine } from "./forward-worker.ts";
@@ -19,7 +20,7 @@ let forward: ForwardEngine | null = null;
 let fs: InodeFS | null = null;
 /** The loaded module (hot reload loads the next one from it) and a prepared next version. */
 let version: ScriptVersion | null = null;
-let loadOptions: { args: string[]; mountpoint?: string; shared?: unknown } | null = null;
+let loadOptions: LoadScriptOptions | null = null;
 let pending: ScriptVersion | null = null;
 let statsTimer: ReturnType<typeof setInterval> | null = null;
 
@@ -43,7 +44,9 @@ async function handle(m: ToWorker): Promise<void> {
         return post({ type: "loaded" });
       }
       try {
-        loadOptions = { args: m.module.args, mountpoint: m.module.mountpoint, shared: m.module.shared };
+        // The built-in copy modules of the standalone binary come from this bundle, not from disk.
+        const embedded = embeddedCopyModule(m.module.path) ?? undefined;
+        loadOptions = { args: m.module.args, mountpoint: m.module.mountpoint, shared: m.module.shared, embedded };
         version = await loadScriptVersion(m.module.path, loadOptions);
         fs = version.fs;
       } catch (e) {

@@ -4,6 +4,8 @@
 // Every mount is served by a separate process and driven from other processes.
 import { afterAll, beforeAll, describe, expect } from "bun:test";
 import { chmodSync, chownSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, realpathSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
+import { randomBytes } from "node:crypto";
+import { availableParallelism } from "node:os";
 import { join } from "node:path";
 import {
   BUN,
@@ -21,7 +23,9 @@ import {
   run,
   setEnableUring,
   sleep,
+  shOk,
   startDaemon,
+  transportHooks,
   type Daemon,
 } from "../helpers/index.ts";
 
@@ -197,6 +201,64 @@ describe("standalone binary (dist/fuse-uring)", () => {
     expect(readFileSync(join(src, "created"), "utf8")).toBe("new\n");
     expect(await d.stop()).toBe(0);
   }, 60_000);
+
+  // The default `--workers auto` runs the built-in filesystems as a copy per CPU. In the binary
+  // their copy modules are not files: each worker imports them from its own bundle
+  // (lib/fs/builtin-copies.ts). Proven by the binary's own `stats`: every worker served requests,
+  // none forwarded; data and metadata made through one CPU are seen through the other.
+  describe("--memfs and --passthrough with the default workers: a copy per CPU", () => {
+    transportHooks("uring");
+    const cpus = Math.min(availableParallelism(), 8);
+
+    async function copiesOnEveryCpu(fsArgs: string[], mnt: string): Promise<void> {
+      // Copies need two CPUs to be told apart: on one, `auto` is one thread, which is a failure
+      // to report here rather than a pass that checked nothing.
+      expect(cpus, "this test needs 2 CPUs (auto runs copies only with more than one)").toBeGreaterThanOrEqual(2);
+      const env = minimalEnv(join(work, "home"));
+      const d = await startDaemon([], { mnt, command: (m) => [...env, bin, "mount", ...fsArgs, m], cwd: binDir });
+      expect(d.readyLine).toContain(`${cpus} worker threads, copies`);
+      const on = (cpu: number, script: string) => shOk(`taskset -c ${cpu} sh -c '${script}' "$1"`, [d.mnt], { timeoutMs: 30_000 });
+      const data = join(work, `data-${process.pid}`);
+      writeFileSync(data, randomBytes(1 << 20));
+      await on(0, `mkdir "$0/d" && echo made-on-0 > "$0/d/a" && cp ${data} "$0/d/big"`);
+      expect(await on(1, `cat "$0/d/a"; cmp ${data} "$0/d/big" && echo same`)).toBe("made-on-0\nsame\n");
+      await on(1, 'echo more >> "$0/d/a" && mv "$0/d/a" "$0/d/b"');
+      expect(await on(0, 'ls "$0/d" | tr "\\n" " "; cat "$0/d/b"')).toBe("b big made-on-0\nmore\n");
+      // An errno from a copy (FuseError of the worker's bundle) arrives as itself, not EIO.
+      const e = await run(["taskset", "-c", "1", "mkdir", `${d.mnt}/d`]);
+      expect(e.stderr, fmt(e)).toContain("File exists");
+      await Promise.all([0, 1].map((cpu) => on(cpu, `for i in $(seq 50); do echo $i > "$0/f${cpu}-$i" && stat "$0/f${cpu}-$i" >/dev/null && rm "$0/f${cpu}-$i"; done`)));
+      await on(0, 'rm -r "$0/d"');
+      rmSync(data);
+      type Thread = { thread: string; requests: number };
+      let snap: { workerMode?: string; forwarded?: number; threads: Thread[] } = { threads: [] };
+      const workers = () => snap.threads.filter((t) => t.thread.startsWith("worker"));
+      for (let i = 0; i < 50; i++) {
+        const r = await run([...env, bin, "stats", d.mnt, "--once", "--json"], { cwd: binDir });
+        expect(r.code, fmt(r)).toBe(0);
+        snap = JSON.parse(r.stdout);
+        // The loop on CPU c alone is 150 requests (CREATE, GETATTR/LOOKUP, UNLINK…) for worker c.
+        if (workers().filter((t) => t.requests >= 150).length >= 2) break;
+        await sleep(100); // workers publish their counters every 500 ms
+      }
+      expect(snap.workerMode).toBe("copies");
+      expect(Number(snap.forwarded ?? 0)).toBe(0);
+      expect(workers().length, JSON.stringify(snap.threads)).toBe(cpus);
+      expect(workers().filter((t) => t.requests >= 150).length, JSON.stringify(snap.threads)).toBeGreaterThanOrEqual(2);
+      expect(await d.stop()).toBe(0);
+    }
+
+    fuseTest("--memfs", async () => {
+      await copiesOnEveryCpu(["--memfs"], makeMountpoint("bin-ship-"));
+    }, 60_000);
+
+    fuseTest("--passthrough SRC", async () => {
+      const src = join(work, "copies-src");
+      mkdirSync(src, { recursive: true });
+      await copiesOnEveryCpu(["--passthrough", src], makeMountpoint("bin-ship-"));
+      expect(readdirSync(src)).toEqual([]);
+    }, 60_000);
+  });
 
   // $TMPDIR, /tmp and /dev/shm mounted noexec (a private mount namespace), no $HOME: the shim
   // lands next to the binary; with that read-only too, the error names the variable to set.
