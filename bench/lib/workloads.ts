@@ -13,6 +13,8 @@ export interface Metric {
 
 export interface Params {
   runtimeS: number;
+  /** Seconds of the same fio job run unmeasured just before each measured fio run (0: none). */
+  warmupS: number;
   size: string;
   metaFiles: number;
   readdirMinS: number;
