@@ -4,6 +4,9 @@
 import { readFileSync } from "node:fs";
 import { BenchError, abortFuseAt, mountAt, mtimeMs, run, sleep, statusKiB, treeCpuSeconds, uringFds } from "./util.ts";
 
+/** How late a worker thread's counters can reach the stats file (its 500 ms post period + margin). */
+const WORKER_STATS_LAG_MS = 600;
+
 export interface DaemonStats {
   transport: string;
   transportReason?: string;
@@ -204,7 +207,9 @@ export class Daemon {
   async freshStats(afterMs: number, timeoutMs = 3500): Promise<DaemonStats> {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
-      if (mtimeMs(this.spec.statsFile) > afterMs) {
+      // Worker threads post their counters to the main thread every 500 ms (worker-entry.ts):
+      // a file written less than that after `afterMs` may still miss the workers' last requests.
+      if (mtimeMs(this.spec.statsFile) > afterMs + WORKER_STATS_LAG_MS) {
         const s = this.readStatsFile();
         if (s) return s;
       }
