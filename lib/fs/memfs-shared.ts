@@ -277,7 +277,6 @@ export class Replicator {
    * payload goes. Then either commit() or abort(). Throws EIO (unlocked) when there is no room.
    */
   begin(payload: number): void {
-    if (((HDR + payload + 7) & ~7) * 4 > this.size) throw new FuseError("EIO", "memfs: operation too large for the shared log");
     this.lock();
     this.reserve(payload);
   }

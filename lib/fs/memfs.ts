@@ -328,8 +328,6 @@ export class MemFS implements InodeFS {
   protected readonly store: PageStore;
   /** The current operation's time (now()); null: not read yet. */
   protected opTime: [number, number] | null = null;
-  /** Set when an operation changed state that reads may change (atime, readdirplus references). */
-  protected changed = false;
   /** Replaying another copy's operation: bookkeeping only, the bytes are already in place. */
   protected replaying = false;
   /** The options this filesystem was made with, resolved (what a copy is made with). */
@@ -519,7 +517,6 @@ export class MemFS implements InodeFS {
       // At most MAX_PLUS references per call (the filler is told "full" after that).
       rep.begin(8 + 8 * MAX_PLUS);
       this.opTime = null;
-      this.changed = false;
       const refs: number[] = [];
       this.plusRefs = refs;
       const f: DirFiller = filler.plus ? { plus: true, add: (name, next, e) => refs.length < MAX_PLUS && filler.add(name, next, e) } : filler;
@@ -735,7 +732,6 @@ export class MemFS implements InodeFS {
   }
 
   private touch(n: Node, which: number): void {
-    this.changed = true;
     const [s, ns] = this.now();
     if (which & T_A) {
       n.atime = s;
@@ -749,18 +745,21 @@ export class MemFS implements InodeFS {
       n.ctime = s;
       n.ctimeNsec = ns;
     }
-    if (this.times !== null && !this.replaying) this.putTimes(n, which);
+    this.putTimes(n, which);
   }
 
-  /** Copies mode, executing copy: publish `which` of n's (local) time stamps to the shared table. */
+  /**
+   * Copies mode: publish `which` of n's (local) time stamps to the shared table. Only the copy
+   * that executes an operation publishes; a replay's stamps are in the table already.
+   */
   private putTimes(n: Node, which: number): void {
-    let t = this.times!;
+    const t = this.times; // length-tracking: sees the grow() below
+    if (t === null || this.replaying) return;
     const i = n.slot * TIME_WORDS;
     if (i + TIME_WORDS > t.length) {
       const buf = this.timesBuf!;
       const slots = Math.min(Math.ceil((n.slot + 1) / TIME_GROW_SLOTS) * TIME_GROW_SLOTS, buf.maxByteLength / (TIME_WORDS * 8));
       if (buf.byteLength < slots * TIME_WORDS * 8) buf.grow(slots * TIME_WORDS * 8);
-      t = this.times!;
     }
     if (which & T_A) {
       t[i] = n.atime;
@@ -1221,7 +1220,7 @@ export class MemFS implements InodeFS {
       n.ctime = nowS;
       n.ctimeNsec = nowNs;
     }
-    if (this.times !== null && !this.replaying) this.putTimes(n, T_A | T_M | T_C);
+    this.putTimes(n, T_A | T_M | T_C);
     return this.attrOf(n);
   }
 
