@@ -3,7 +3,7 @@
 import type { Attr } from "./types.ts";
 import { S_IFREG } from "./types.ts";
 
-// Wall time = monotonic high-resolution clock + an offset calibrated against Date.now(). This gives
+// Wall time = monotonic high-resolution clock (performance.now) + an offset calibrated against Date.now(). This gives
 // nanosecond stamps that never go backwards between calls (so "mtime changed after a write" holds
 // even within one millisecond). The offset is re-checked about once a second and reset if the
 // wall clock moved (NTP step, suspend) by more than 20 ms.
@@ -29,9 +29,11 @@ function calibrate(hrSec: number, hrNsec: number): void {
 
 /** The current wall-clock time as [seconds, nanoseconds] (monotonic non-decreasing within a process). */
 export function nowTimespec(): [number, number] {
-  const hr = process.hrtime();
-  const hrSec = hr[0];
-  const hrNsec = hr[1];
+  // performance.now(): monotonic milliseconds with nanosecond resolution, and unlike
+  // process.hrtime() no array to allocate (this runs on the request path of every write).
+  const ms = performance.now();
+  const hrSec = Math.floor(ms / 1000);
+  const hrNsec = Math.floor((ms - hrSec * 1000) * 1e6);
   if (hrSec - checkedAt >= 1) {
     const first = checkedAt === -Infinity;
     checkedAt = hrSec;

@@ -42,6 +42,8 @@ export interface MemFSOptions {
 }
 
 export const CHUNK_SIZE = 65536;
+/** Buffer#copy with any Uint8Array as the source (the bytes a WRITE handler is given). */
+const bufferCopy = Buffer.prototype.copy as (this: Uint8Array, target: Uint8Array, targetStart: number, sourceStart: number, sourceEnd: number) => number;
 const BOGO_DIRENT_SIZE = 20; // tmpfs reports a directory's size as 20 bytes per entry (+2 for . and ..)
 const NAME_MAX = 255;
 const PATH_MAX = 4096;
@@ -811,7 +813,7 @@ export class MemFS implements InodeFS {
     if (
       n.atime < n.mtime || (n.atime === n.mtime && n.atimeNsec <= n.mtimeNsec) ||
       n.atime < n.ctime || (n.atime === n.ctime && n.atimeNsec <= n.ctimeNsec) ||
-      this.now()[0] - n.atime > 86400
+      Date.now() / 1000 - n.atime > 86400 // (a day's precision: no need for the operation's time)
     ) {
       this.touch(n, T_A);
     }
@@ -1007,8 +1009,7 @@ export class MemFS implements InodeFS {
       const po = inOff - k * PAGE;
       const take = Math.min(PAGE - po, len);
       const p = c[k]!;
-      const v = store.viewOf(p);
-      v.set(take === data.length ? data : data.subarray(src, src + take), pageOffset(p) + po);
+      bufferCopy.call(data, store.bufferOf(p), pageOffset(p) + po, src, src + take);
       inOff += take;
       src += take;
       len -= take;
@@ -1024,9 +1025,9 @@ export class MemFS implements InodeFS {
       const take = Math.min(PAGE - po, len);
       const p = c[k]!;
       const at = pageOffset(p) + po;
-      const v = store.views[Math.floor(p / SEG_PAGES)];
+      const v = store.bufs[Math.floor(p / SEG_PAGES)];
       // A page nobody wrote yet (fallocate) may lie past the segment's grown length: zeros.
-      if (v !== undefined && v.length >= at + take) out.set(v.subarray(at, at + take), dst);
+      if (v !== undefined && v.length >= at + take) v.copy(out, dst, at, at + take);
       else out.fill(0, dst, dst + take);
       inOff += take;
       dst += take;

@@ -242,6 +242,8 @@ export class Session implements Sink, ReplyObserver {
   /** Forwarding mode: one source per worker, over that worker's ring entries. */
   private forwarded: ForwardedSource[] = [];
   private readonly reqs = new Map<Source, Request[]>();
+  /** reqs.get(this.uring), without the Map lookup on every ring request. */
+  private ringReqs: Request[] = [];
   private readonly replier: Replier;
   private readonly dispatcher: Dispatcher;
   private readonly doorbell: JSCallback;
@@ -387,7 +389,7 @@ export class Session implements Sink, ReplyObserver {
   }
 
   onRequest(slot: Slot): void {
-    const req = this.reqs.get(slot.source)![slot.index]!;
+    const req = (slot.source === this.uring ? this.ringReqs : this.reqs.get(slot.source)!)[slot.index]!;
     const h = slot.header;
     req.opcode = h.getUint32(4, true);
     req.uniqueLo = h.getUint32(8, true);
@@ -601,7 +603,8 @@ export class Session implements Sink, ReplyObserver {
     this.uring = ring;
     // The ring submits the I/O with its next enter (scheduled by io()).
     const ringIo = (slot: Slot, kind: 1 | 2, fd: number, offset: number, len: number) => ring.io(slot, kind, fd, offset, len);
-    this.reqs.set(ring, ring.slots.map((s) => Object.assign(this.newRequest(s), { ringIo })));
+    this.ringReqs = ring.slots.map((s) => Object.assign(this.newRequest(s), { ringIo }));
+    this.reqs.set(ring, this.ringReqs);
     if (this.tracer) traceReplies(ring, this.tracer, (slot) => this.reqs.get(slot.source)![slot.index]!);
   }
 
