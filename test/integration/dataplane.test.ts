@@ -255,6 +255,20 @@ describe("ring engine counters", () => {
     expect(await d.stop("SIGTERM")).toBe(0);
   }, 60_000);
 
+  fuseTest("a thread per queue under QD1 ×2: callers moving between CPUs cost no doorbell", async () => {
+    const stats = statsPath();
+    // memfs copies, a pinned worker per CPU. The scheduler moves the two fio jobs between the
+    // CPUs, so each queue (and its worker) sees pauses of a few ms; a worker that went idle on
+    // each pause needed a doorbell for the next request (~1 request in 100 before it lingered).
+    const d = await startDaemon(["--transport", "uring", "--workers", "2", "--stats-file", stats]);
+    const { before, after } = await steadyQd1Load(d.mnt, stats, "ringRequests");
+    const reqs = Number(after.ringRequests) - Number(before.ringRequests);
+    const wakeups = Number(after.wakeups) - Number(before.wakeups);
+    expect(reqs).toBeGreaterThan(3000);
+    expect(wakeups / reqs).toBeLessThan(0.004);
+    expect(await d.stop("SIGTERM")).toBe(0);
+  }, 60_000);
+
   fuseTest("steady native load never goes idle: no doorbell per wait-timer period", async () => {
     const src = await mountTmpfs();
     const stats = statsPath();
@@ -264,9 +278,9 @@ describe("ring engine counters", () => {
       const reqs = Number(after.nativeRequests) - Number(before.nativeRequests);
       const wakeups = Number(after.wakeups) - Number(before.wakeups);
       expect(reqs).toBeGreaterThan(3000);
-      // Every request is answered in the shim; the wait timer expires every millisecond. Going
-      // idle on each expiry cost one doorbell per timer period (≥ 1 per 100 requests here);
-      // only a real pause in the load may need one now.
+      // Every request is answered in the shim; the wait timer expires every wait period (it was
+      // 1 ms). Going idle on each expiry cost one doorbell per timer period (≥ 1 per 100 requests
+      // at 1 ms); only a real pause in the load may need one now.
       expect(wakeups / reqs).toBeLessThan(0.004);
       expect(await d.stop("SIGTERM")).toBe(0);
     } finally {
