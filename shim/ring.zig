@@ -74,6 +74,8 @@ pub const Stats = extern struct {
     native_sync: u64 = 0,
     /// Wait timers queued (one bounds many blocking waits; see `enter`).
     wait_timers: u64 = 0,
+    /// 1 if /dev/fuse is the ring's fixed file 0 (entry commands skip an fget/fput per SQE).
+    fixed_file: u64 = 0,
 };
 
 const EntryState = enum(u8) { idle, registering, waiting, js, native, dead };
@@ -214,6 +216,8 @@ pub const Ring = struct {
         // same memory work too.
         const reg_rc = if (setup_flags & no_fixed_buffers_flag != 0) -1 else uring.fuw_register_buffers(self.ring, self.buf_iovecs.ptr, n);
         self.stats.fixed_buffers = if (reg_rc == 0) 1 else 0;
+        // Refused (e.g. RLIMIT_NOFILE): entry commands name the fd itself, which works the same.
+        self.stats.fixed_file = if (uring.fuw_register_fuse_fd(self.ring, fd) == 0) 1 else 0;
         const ev_rc = uring.fuw_register_eventfd(self.ring, self.event_fd);
         const off_rc = if (ev_rc == 0) uring.fuw_eventfd_enable(self.ring, 0) else ev_rc;
         if (off_rc < 0) {
@@ -620,9 +624,14 @@ pub const Ring = struct {
         return uring.fuw_get_sqe(self.ring);
     }
 
+    /// What entry commands put in sqe->fd: index 0 of the fixed files, or the fd.
+    fn fuseFd(self: *const Ring) i32 {
+        return if (self.stats.fixed_file == 1) 0 else self.fd;
+    }
+
     fn prepRegister(self: *Ring, idx: u32) void {
         const sqe = self.getSqe() orelse return self.kill(idx, sys.neg(.BUSY));
-        uring.fuw_prep_fuse_cmd(sqe, self.fd, uring.fuse_cmd_register, @intFromPtr(&self.reg_iovecs[2 * idx]), 2, 0, self.qids[idx / self.depth], idx);
+        uring.fuw_prep_fuse_cmd(sqe, self.fuseFd(), @intCast(self.stats.fixed_file), uring.fuse_cmd_register, @intFromPtr(&self.reg_iovecs[2 * idx]), 2, 0, self.qids[idx / self.depth], idx);
         self.state[idx] = .registering;
     }
 
@@ -642,7 +651,7 @@ pub const Ring = struct {
             self.bad_qid_pending[idx] = false;
             qid = 0xffff;
         }
-        uring.fuw_prep_fuse_cmd(sqe, self.fd, uring.fuse_cmd_commit_and_fetch, 0, 0, self.commit_ids[idx], qid, idx);
+        uring.fuw_prep_fuse_cmd(sqe, self.fuseFd(), @intCast(self.stats.fixed_file), uring.fuse_cmd_commit_and_fetch, 0, 0, self.commit_ids[idx], qid, idx);
         self.state[idx] = .waiting;
         self.stats.commits += 1;
     }

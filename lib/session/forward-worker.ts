@@ -129,7 +129,7 @@ export class ForwardEngine implements Sink {
       wakeups: this.wakeups, cqes: u?.cqes ?? 0, submits: u?.submits ?? 0, enters: u?.enters ?? 0, fixedIo: u?.fixedIo ?? 0,
       pinnedBytes: this.pinned, nativeRequests: native, nativeSync: u?.nativeSync ?? 0, waitTimers: u?.waitTimers ?? 0, nativeReadBytes: u?.nativeReadBytes ?? 0,
       nativeWriteBytes: u?.nativeWriteBytes ?? 0, nativeErrors: u?.nativeErrors ?? 0, nativeInflightMax: u?.nativeInflightMax ?? 0,
-      ringRecovered: u?.recovered ?? 0, errors: u?.errors ?? 0, inflightMax: u?.inflightMax ?? 0, fixedBuffers: u?.fixedBuffers ?? false,
+      ringRecovered: u?.recovered ?? 0, errors: u?.errors ?? 0, inflightMax: u?.inflightMax ?? 0, fixedBuffers: u?.fixedBuffers ?? false, fixedFile: u?.fixedFile ?? false,
       threads: [{
         thread: "worker", requests: native + this.forwarded, wakeups: this.wakeups, enters: u?.enters ?? 0, cqes: u?.cqes ?? 0,
         ...(this.ring?.pinnedCpus ? { cpus: this.ring.pinnedCpus } : {}),

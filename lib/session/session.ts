@@ -157,6 +157,8 @@ export interface SessionStats {
   bufferPools: boolean;
   /** Ring payload buffers registered as io_uring fixed buffers (false: RLIMIT_MEMLOCK too low). */
   fixedBuffers: boolean;
+  /** /dev/fuse is the ring's registered (fixed) file: entry commands skip an fget per SQE. */
+  fixedFile: boolean;
   /** Answered requests per opcode name, e.g. { READ: 10, GETATTR: 3 }. */
   ops: Record<string, number>;
   /** Requests answered ETIMEDOUT by requestTimeout. */
@@ -906,6 +908,7 @@ export class Session implements Sink, ReplyObserver {
       replies: this.counters.replies,
       bufferPools: this.bufferPools,
       fixedBuffers: u?.fixedBuffers ?? false,
+      fixedFile: u?.fixedFile ?? false,
       ops: this.opsByName(),
       timeouts: this.counters.timeouts,
       lateResults: this.counters.lateResults,
@@ -1087,6 +1090,7 @@ function mergeStats(own: SessionStats, workers: (Partial<SessionStats> | null)[]
     out.nativeInflightMax = Math.max(out.nativeInflightMax, w.nativeInflightMax ?? 0);
     out.nativeHandles += w.nativeHandles ?? 0;
     out.fixedBuffers ||= w.fixedBuffers ?? false;
+    out.fixedFile ||= w.fixedFile ?? false;
     for (const [op, n] of Object.entries(w.ops ?? {})) out.ops[op] = (out.ops[op] ?? 0) + n;
     for (const [op, l] of Object.entries(w.latencyUs ?? {})) out.latencyUs[op] = mergeLatency(out.latencyUs[op], l);
     for (const t of w.threads ?? []) out.threads.push({ ...t, thread: `worker ${i}` });

@@ -24,6 +24,8 @@ export interface SourceStats {
   errors: number;
   fixedIo: number;
   fixedBuffers?: boolean;
+  /** uring: /dev/fuse is registered as the ring's fixed file (no fget per entry command). */
+  fixedFile?: boolean;
   /** io_uring_enter calls (ring). */
   enters?: number;
   /** Requests answered by the native data plane, without JS. */

@@ -88,7 +88,7 @@ export class UringError extends Error {
   }
 }
 
-const STATS_WORDS = 19;
+const STATS_WORDS = 20;
 /** After this long of continuous pumping, yield one macrotask turn (timers, I/O callbacks). */
 const SLICE_MS = 4;
 /** Batches between two looks at the clock for SLICE_MS. */
@@ -317,12 +317,12 @@ export class UringSource implements Source {
     const u = (i: number) => Number(v.getBigUint64(i * 8, true));
     // shim/ring.zig Stats: enters, cqes, wakeups, requests, commits, io_ops, errors, dead,
     // fixed_buffers, native_requests, native_read_bytes, native_write_bytes, native_errors,
-    // recovered, inflight_max, idles, native_inflight_max, native_sync, wait_timers
+    // recovered, inflight_max, idles, native_inflight_max, native_sync, wait_timers, fixed_file
     const fixed = u(8) === 1;
     return {
       submits: u(0), cqes: u(1), wakeups: u(2), requests: u(3), fixedIo: fixed ? u(5) : 0, errors: u(6) + this.refusals, fixedBuffers: fixed,
       enters: u(0), nativeRequests: u(9), nativeReadBytes: u(10), nativeWriteBytes: u(11), nativeErrors: u(12),
-      recovered: u(13), inflightMax: u(14), idles: u(15), nativeInflightMax: u(16), nativeSync: u(17), waitTimers: u(18),
+      recovered: u(13), inflightMax: u(14), idles: u(15), nativeInflightMax: u(16), nativeSync: u(17), waitTimers: u(18), fixedFile: u(19) === 1,
     };
   }
 }

@@ -248,6 +248,8 @@ describe("ring engine counters", () => {
     // owner blocks in io_uring_enter itself and only idle periods need the doorbell.
     expect(wakeups / reqs).toBeLessThan(0.1);
     expect(enters / reqs).toBeLessThan(3);
+    // /dev/fuse is the ring's fixed file 0: entry commands cost no fget/fput of it.
+    expect(after.fixedFile).toBe(true);
     // One wait timer bounds many blocking waits (it is not armed per io_uring_enter).
     const timers = Number(after.waitTimers) - Number(before.waitTimers);
     expect(timers).toBeGreaterThan(0);
