@@ -85,8 +85,20 @@ export function createSharedLog(size = LOG_SIZE): SharedLog {
 /** Apply one entry written by another copy: `op`, payload at bytes[off, off + len). */
 export type ApplyFn = (op: number, off: number, len: number, time: [number, number] | null) => void;
 
+/**
+ * Heartbeat clock, compared between threads: the wall clock (one for the whole process), in
+ * ms modulo 2^31. Not performance.timeOrigin + now(): each Worker has its own time origin and
+ * monotonic zero, and under load (a CI run) a live copy's heartbeat read 42 ms in the future of
+ * the evicting thread's clock: it looked 2^31 ms old and was evicted while alive.
+ */
 function nowMs(): number {
-  return Math.floor(performance.timeOrigin + performance.now()) & 0x7fffffff;
+  return Date.now() & 0x7fffffff;
+}
+
+/** Milliseconds since heartbeat `beat` (0 if it lies ahead: the wall clock was stepped back). */
+function ageMs(now: number, beat: number): number {
+  const d = (now - beat) & 0x7fffffff;
+  return d >= 0x40000000 ? 0 : d;
 }
 
 export class Replicator {
@@ -342,7 +354,7 @@ export class Replicator {
       for (let i = 0; i < MAX_REPLICAS; i++) {
         if (i === this.id || Atomics.load(this.ctl, STATE + i) !== ACTIVE) continue;
         const lag = (head - (Atomics.load(this.ctl, CURSOR + i) >>> 0)) >>> 0;
-        const age = (now - Atomics.load(this.ctl, BEAT + i)) & 0x7fffffff;
+        const age = ageMs(now, Atomics.load(this.ctl, BEAT + i));
         if (lag + need > this.size && (age > DEAD_MS || waited > WAIT_MS)) {
           Atomics.store(this.ctl, STATE + i, EVICTED);
           this.log(`fuse-uring: memfs copy ${i} stopped applying the shared log (last seen ${age} ms ago); evicted, its requests fail with EIO`);
