@@ -8,6 +8,7 @@ import { MemFS, memfs, type MemShared } from "../lib/fs/memfs.ts";
 import type { RequestContext } from "../lib/fs/types.ts";
 import { S_IFREG } from "../lib/fs/types.ts";
 import { Errno, FuseError } from "../lib/fs/errors.ts";
+import { ageMs } from "../lib/fs/memfs-shared.ts";
 
 const ROOT = 1;
 const ctx = { uid: 0, gid: 0, pid: 1 } as unknown as RequestContext;
@@ -257,4 +258,17 @@ describe("memfs copies over one shared state", () => {
       fs.destroy();
     }
   }, 30_000);
+});
+
+describe("memfs copies: heartbeat ages", () => {
+  test("a heartbeat ahead of the reader's clock is fresh, not 2^31 ms old; the 2^31 wrap still counts", () => {
+    expect(ageMs(1_000, 1_000)).toBe(0);
+    expect(ageMs(1_042, 1_000)).toBe(42);
+    // Another thread's clock 42 ms ahead (the CI eviction of a live copy): fresh.
+    expect(ageMs(1_000, 1_042)).toBe(0);
+    // The ms-modulo-2^31 clock wrapped between the beat and now: 10 ms.
+    expect(ageMs(5, 0x7fffffff - 4)).toBe(10);
+    // Really old stays old.
+    expect(ageMs(3_000_000, 0)).toBe(3_000_000);
+  });
 });

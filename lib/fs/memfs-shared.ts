@@ -96,7 +96,7 @@ function nowMs(): number {
 }
 
 /** Milliseconds since heartbeat `beat` (0 if it lies ahead: the wall clock was stepped back). */
-function ageMs(now: number, beat: number): number {
+export function ageMs(now: number, beat: number): number {
   const d = (now - beat) & 0x7fffffff;
   return d >= 0x40000000 ? 0 : d;
 }
