@@ -20,10 +20,9 @@ const GROW_STEP = 16 << 20;
 export class PageStore {
   /** The segments (index: page / SEG_PAGES); created on demand unless shared up front. */
   readonly segs: SharedArrayBuffer[] = [];
-  /** Length-tracking views of the segments (they follow a grow() by any thread). */
-  readonly views: Uint8Array[] = [];
-  /** The same as Buffers: Buffer#copy moves bytes without a subarray view per page. */
-  readonly bufs: Buffer[] = [];
+  /** Length-tracking views of the segments (they follow a grow() by any thread); Buffers, so
+   *  that Buffer#copy moves bytes without a subarray view per page. */
+  readonly views: Buffer[] = [];
   /** Freed pages, reused last-freed first. Replicated bookkeeping. */
   private readonly free: number[] = [];
   /** Pages below this were handed out at least once. Replicated bookkeeping. */
@@ -44,8 +43,7 @@ export class PageStore {
 
   private addSegment(s: SharedArrayBuffer): void {
     this.segs.push(s);
-    this.views.push(new Uint8Array(s));
-    this.bufs.push(Buffer.from(s));
+    this.views.push(Buffer.from(s));
   }
 
   /** Take a page (bookkeeping only). */
@@ -69,17 +67,7 @@ export class PageStore {
   }
 
   /** The view holding page `p`, made large enough (executing copy only). Offset: pageOffset(p). */
-  viewOf(p: number): Uint8Array {
-    return this.views[this.grownFor(p)]!;
-  }
-
-  /** viewOf as a Buffer. */
-  bufferOf(p: number): Buffer {
-    return this.bufs[this.grownFor(p)]!;
-  }
-
-  /** Segment index of page `p`, created and grown so that the page lies inside it. */
-  private grownFor(p: number): number {
+  viewOf(p: number): Buffer {
     const seg = Math.floor(p / SEG_PAGES);
     let v = this.views[seg];
     if (v === undefined) {
@@ -92,7 +80,7 @@ export class PageStore {
       // Another copy may have grown it already (the view tracks the shared length).
       if (s.byteLength < need) s.grow(Math.min(SEG_BYTES, Math.ceil(need / GROW_STEP) * GROW_STEP));
     }
-    return seg;
+    return v;
   }
 }
 

@@ -1009,7 +1009,7 @@ export class MemFS implements InodeFS {
       const po = inOff - k * PAGE;
       const take = Math.min(PAGE - po, len);
       const p = c[k]!;
-      bufferCopy.call(data, store.bufferOf(p), pageOffset(p) + po, src, src + take);
+      bufferCopy.call(data, store.viewOf(p), pageOffset(p) + po, src, src + take);
       inOff += take;
       src += take;
       len -= take;
@@ -1025,7 +1025,7 @@ export class MemFS implements InodeFS {
       const take = Math.min(PAGE - po, len);
       const p = c[k]!;
       const at = pageOffset(p) + po;
-      const v = store.bufs[Math.floor(p / SEG_PAGES)];
+      const v = store.views[Math.floor(p / SEG_PAGES)];
       // A page nobody wrote yet (fallocate) may lie past the segment's grown length: zeros.
       if (v !== undefined && v.length >= at + take) v.copy(out, dst, at, at + take);
       else out.fill(0, dst, dst + take);

@@ -349,7 +349,7 @@ export class Session implements Sink, ReplyObserver {
     });
     if (this.dataPlane) this.classic.setDataPlane(this.dataPlane.handle);
     this.reqs.set(this.classic, this.classic.slots.map((s) => this.newRequest(s)));
-    if (this.tracer) traceReplies(this.classic, this.tracer, (slot) => this.reqs.get(slot.source)![slot.index]!);
+    if (this.tracer) traceReplies(this.classic, this.tracer, (slot) => this.requestOf(slot));
   }
 
   /** A slot's Request, wired to the replier once (no per-request closures). */
@@ -394,8 +394,13 @@ export class Session implements Sink, ReplyObserver {
     return this.pool?.forwarding === true;
   }
 
+  /** The Request of `slot` (the ring's own without a Map lookup: the per-request path). */
+  private requestOf(slot: Slot): Request {
+    return (slot.source === this.uring ? this.ringReqs : this.reqs.get(slot.source)!)[slot.index]!;
+  }
+
   onRequest(slot: Slot): void {
-    const req = (slot.source === this.uring ? this.ringReqs : this.reqs.get(slot.source)!)[slot.index]!;
+    const req = this.requestOf(slot);
     const h = slot.header;
     req.opcode = h.getUint32(4, true);
     req.uniqueLo = h.getUint32(8, true);
@@ -496,7 +501,7 @@ export class Session implements Sink, ReplyObserver {
 
   onIoDone(slot: Slot, res: number): void {
     if (slot.source === this.uring) this.uring.ioFinished();
-    this.reqs.get(slot.source)![slot.index]!.ioDone(res);
+    this.requestOf(slot).ioDone(res);
   }
 
   // ---- pending requests: slow log and request timeout -----------------------------------------
@@ -611,14 +616,14 @@ export class Session implements Sink, ReplyObserver {
     const ringIo = (slot: Slot, kind: 1 | 2, fd: number, offset: number, len: number) => ring.io(slot, kind, fd, offset, len);
     this.ringReqs = ring.slots.map((s) => Object.assign(this.newRequest(s), { ringIo }));
     this.reqs.set(ring, this.ringReqs);
-    if (this.tracer) traceReplies(ring, this.tracer, (slot) => this.reqs.get(slot.source)![slot.index]!);
+    if (this.tracer) traceReplies(ring, this.tracer, (slot) => this.requestOf(slot));
   }
 
   /** Forwarding: requests of a worker's ring are handled here, in place in its entries. */
   private addForwarded(src: ForwardedSource): void {
     this.forwarded.push(src);
     this.reqs.set(src, src.slots.map((s) => this.newRequest(s)));
-    if (this.tracer) traceReplies(src, this.tracer, (slot) => this.reqs.get(slot.source)![slot.index]!);
+    if (this.tracer) traceReplies(src, this.tracer, (slot) => this.requestOf(slot));
   }
 
   /** Worker thread: INIT was answered by the main thread; register the entries and serve. */
