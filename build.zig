@@ -15,7 +15,10 @@
 const std = @import("std");
 
 pub fn build(b: *std.Build) void {
-    const target = b.standardTargetOptions(.{});
+    // The CPU is the architecture's baseline unless -Dcpu/-Dtarget name one, never the build
+    // machine's: a checkout built here may run on an older CPU (a shared home, an image, a CI
+    // cache, the baseline-CPU guest of scripts/test-guest.sh), where AVX-512 is SIGILL.
+    const target = b.standardTargetOptions(.{ .default_target = .{ .cpu_model = .baseline } });
     const optimize = b.standardOptimizeOption(.{});
     const liburing = b.option([]const u8, "liburing", "path to liburing.a") orelse
         findLiburing(b, target.result) orelse {
@@ -27,9 +30,8 @@ pub fn build(b: *std.Build) void {
 
     const cmd = b.addSystemCommand(&.{ b.graph.zig_exe, "build-lib", "-dynamic", "-lc" });
     cmd.addArgs(&.{ "-O", @tagName(optimize) });
-    if (!target.query.isNative()) {
-        cmd.addArgs(&.{ "-target", target.query.zigTriple(b.allocator) catch @panic("OOM") });
-    }
+    cmd.addArgs(&.{ "-target", target.query.zigTriple(b.allocator) catch @panic("OOM") });
+    cmd.addArgs(&.{ "-mcpu", target.query.serializeCpuAlloc(b.allocator) catch @panic("OOM") });
     cmd.addArgs(&.{ "-z", "defs" });
     cmd.addArg("--version-script");
     cmd.addFileArg(b.path("shim/exports.map"));

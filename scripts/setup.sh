@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Idempotent set-up for a fresh Debian machine (root) or an already prepared one.
-# Installs: liburing-dev, fuse3, fio (Debian); Bun + TypeScript (npm, pinned in package.json);
+# Installs: liburing-dev, fuse3, fio, binutils (Debian); Bun + TypeScript (npm, pinned in package.json);
 # Zig (PyPI `ziglang`, pinned below) unless a matching `zig` is on PATH. Builds the shim.
 # Fast when everything is present: every step checks before it acts.
 set -euo pipefail
@@ -15,6 +15,7 @@ command -v fusermount3 >/dev/null 2>&1 || need_apt+=(fuse3)
 command -v fio >/dev/null 2>&1 || need_apt+=(fio)
 command -v taskset >/dev/null 2>&1 || need_apt+=(util-linux)
 command -v attr >/dev/null 2>&1 || need_apt+=(attr)
+command -v objdump >/dev/null 2>&1 || need_apt+=(binutils)   # test/baseline-build.test.ts
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" != 0 ]; then
     log "missing Debian packages: ${need_apt[*]} — run this script as root once (apt-get install)"; exit 1
@@ -45,7 +46,7 @@ fi
 # Rebuild the shim only when a source is newer than the library.
 lib=zig-out/lib/libfuse_uring_shim.so
 if [ ! -f "$lib" ] || [ -n "$(find shim build.zig -newer "$lib" -type f 2>/dev/null | head -1)" ]; then
-  log "building shim (zig build -Doptimize=ReleaseSafe)"
+  log "building shim (zig build -Doptimize=ReleaseSafe: the baseline CPU of the arch, see build.zig)"
   $ZIG build -Doptimize=ReleaseSafe
 fi
 log "ready: $(node_modules/.bin/bun --version) bun, zig $($ZIG version), $lib"

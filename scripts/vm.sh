@@ -119,7 +119,8 @@ fi
 # qemu_args ACCEL CPU RUNDIR: sets Q to the QEMU command line (console on stdio).
 qemu_args() {
   local accel=$1 cpu=$2 run=$3
-  local append="console=ttyS0 panic=-1 fu.proj=$PROJ fu.run=$run"
+  # mitigations=off: a throwaway test guest; page-table isolation alone costs TCG much time.
+  local append="console=ttyS0 panic=-1 mitigations=off fu.proj=$PROJ fu.run=$run"
   [ "${FUSE_URING_VM_VERBOSE:-}" = 1 ] || append="quiet $append"
   local acc=(-accel tcg,thread=multi)
   [ "$accel" = kvm ] && acc=(-accel kvm)

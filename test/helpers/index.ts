@@ -18,3 +18,4 @@ export * from "./run.ts";
 export * from "./mounts.ts";
 export * from "./daemon.ts";
 export * from "./fixtures.ts";
+export * from "./kernel.ts";
