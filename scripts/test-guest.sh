@@ -5,7 +5,8 @@
 # scripts/compile.sh must run there). Ends with one "N passed, N failed" line over both JUnit
 # reports (.cache/vm-junit/guest.xml, baseline.xml; scripts/test.sh folds them into its own).
 # A guest that does not boot or writes no report counts as failed: nothing is skipped.
-#   bash scripts/test-guest.sh [FILE…]     (FILEs replace the list; the baseline check still runs)
+#   bash scripts/test-guest.sh [--no-summary] [FILE…]   (FILEs replace the list; the baseline check
+#   still runs; --no-summary: scripts/test.sh prints the one closing line itself)
 # Environment: see scripts/vm.sh (FUSE_URING_VM_*); FUSE_URING_BASELINE_CPU (default Nehalem).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -14,7 +15,12 @@ BASELINE_CPU=${FUSE_URING_BASELINE_CPU:-Nehalem}
 out=.cache/vm-junit
 rm -rf "$out"; mkdir -p "$out"
 reports=("$out/guest.xml" "$out/baseline.xml")
-summary() { python3 scripts/junit-summary.py "${reports[@]}"; }
+print_summary=1
+if [ "${1:-}" = --no-summary ]; then print_summary=0; shift; fi
+summary() {
+  if [ $print_summary = 1 ]; then python3 scripts/junit-summary.py "${reports[@]}"
+  else python3 scripts/junit-summary.py "${reports[@]}" >/dev/null 2>&1; fi
+}
 
 if [ $# -gt 0 ]; then files=("$@")
 else mapfile -t files < <(sed -e 's/#.*//' -e 's/[[:space:]]*$//' test/vm/guest-tests.txt | grep -v '^$')
