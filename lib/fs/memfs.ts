@@ -1,30 +1,43 @@
 // An in-memory filesystem with tmpfs-like POSIX behaviour, implementing the InodeFS interface.
 //
-// Files are sparse: data lives in 64 KiB chunks (Map<chunk index, page list>); a chunk holds the
-// first `pages × 4096` bytes of its 64 KiB window (grows a page at a time on demand), so small
-// files cost a page, and holes cost nothing. The pages are in SharedArrayBuffers
-// (memfs-pages.ts), which is what lets `--workers N` run one copy of memfs per worker over one
-// state (copies(), memfs-shared.ts). Invariant: every stored byte at or past the file
-// size is zero, so growing a file never exposes old data.
+// All of its state is in SharedArrayBuffers (memfs-state.ts: nodes, directory entries, chunk
+// and handle tables, an arena for names, targets and xattrs; file bytes in lib/shared/pages.ts).
+// A MemFS object is a thin view over that state: with `--workers N` every worker thread's
+// MemFS (copies(), memfs-copy.ts) and the main thread's are views of one filesystem. Every
+// operation takes the state's one mutex (lib/shared/mutex.ts), works on shared memory and lets
+// go; nothing is replayed, and a view can be made (a worker started or restarted) at any time.
 //
-// Directories keep entries in a Map (O(1) by name) plus a cookie-ordered list for readdir: each
-// entry gets a monotonically increasing cookie ("." = 1, ".." = 2, entries from 3) and readdir
-// resumes at the first live entry whose cookie is greater than the offset, so offsets stay valid
-// across concurrent unlinks and renames.
+// Failure atomicity: an operation validates and allocates everything it needs (directory
+// entries, names, list room, nodes) before it changes anything, so one that fails leaves the
+// state as it was. (A thread that dies inside the critical section leaves the mutex held:
+// the next waiter fail-stops after the mutex's bound.)
+//
+// Files are sparse: data lives in 64 KiB chunks (up to 16 pages each); a chunk holds the first
+// `pages × 4096` bytes of its 64 KiB window (grows a page at a time on demand), so small files
+// cost a page, and holes cost nothing. Invariant: every stored byte at or past the file size
+// is zero, so growing a file never exposes old data.
+//
+// Directories: entries found by name through a hash table, and listed in cookie order ("." = 1,
+// ".." = 2, entries from 3); readdir resumes at the first live entry whose cookie is greater
+// than the offset, so offsets stay valid across concurrent unlinks and renames.
 //
 // Lifetime: a node is freed when nlink == 0, its lookup count (references handed to the kernel)
-// is 0 and no file handle is open on it. Node ids are never reused.
+// is 0 and no file handle is open on it. Node ids are not reused (generation × 2^32 + slot).
 
 import { nameByteLength } from "../protocol/names.ts";
 import { builtinCopyModule } from "./builtin-copies.ts";
-import { createSharedLog, LOG_SIZE, Replicator, type SharedLog } from "./memfs-shared.ts";
 import { FuseError, type ErrnoName } from "./errors.ts";
 import type {
   Attr, CopiesPlan, CreateReply, DirFiller, Entry, InodeFS, OpenReply, RequestContext, SetattrChanges, Statfs,
 } from "./types.ts";
 import { S_IFBLK, S_IFCHR, S_IFDIR, S_IFIFO, S_IFLNK, S_IFMT, S_IFREG, S_IFSOCK } from "./types.ts";
 import { nowTimespec } from "./attr.ts";
-import { PAGE, PageStore, SEG_PAGES, pageOffset } from "./memfs-pages.ts";
+import { PAGE, SEG_PAGES, pageOffset } from "../shared/pages.ts";
+import {
+  C_PAGE0, C_PAGES, CHUNK_WORDS, MemState, type MemBuffers, N_ATIME_NS, N_CTIME_NS, N_GID, N_MODE, N_MTIME_NS, N_NLINK, N_OPENS,
+  N_PARENT, N_RDEV, N_TARGET, N_TARGET_LEN, N_UID, N_ENTRIES, NF_ALLOCATED, NF_ATIME, NF_CTIME, NF_LOOKUPS, NF_MTIME, NF_SIZE,
+  NODE_WORDS,
+} from "./memfs-state.ts";
 import { totalmem } from "node:os";
 
 export interface MemFSOptions {
@@ -33,12 +46,12 @@ export interface MemFSOptions {
   gid?: number;
   /** Permission bits of the root directory (default 0o755). */
   rootMode?: number;
-  /** Capacity in bytes of file data (default: half the machine's RAM, like tmpfs). */
+  /** Capacity in bytes of file data (default: half the machine's RAM, like tmpfs; at most 1 TiB). */
   maxBytes?: number;
   /** Maximum number of inodes, root included (default: RAM / 8 KiB, like tmpfs). */
   maxInodes?: number;
-  /** copies(): size of the shared operation log (a power of two; default 32 MiB). For tests. */
-  sharedLogBytes?: number;
+  /** A thread that finds the state's lock held by one holder this long fail-stops (ms; tests). */
+  lockBoundMs?: number;
 }
 
 export const CHUNK_SIZE = 65536;
@@ -52,6 +65,8 @@ const XATTR_SIZE_MAX = 65536;
 /** Largest file size: offsets must stay exact JS integers. */
 export const MAX_FILE_SIZE = Number.MAX_SAFE_INTEGER;
 const ROOT = 1;
+/** Address space set aside for file data, at most (1 GiB segments): 1 TiB. */
+const MAX_SEGMENTS = 1024;
 
 const S_ISUID = 0o4000;
 const S_ISGID = 0o2000;
@@ -86,211 +101,147 @@ const T_A = 1;
 const T_M = 2;
 const T_C = 4;
 
-class DirEntry {
-  live = true;
-  constructor(readonly name: string, public node: Node, readonly cookie: number) {}
-}
-
-class Dir {
-  readonly map = new Map<string, DirEntry>();
-  /** Entries in cookie order; removed entries stay (live = false) until compaction. */
-  list: DirEntry[] = [];
-  dead = 0;
-  nextCookie = 3;
-
-  add(name: string, node: Node): DirEntry {
-    const e = new DirEntry(name, node, this.nextCookie++);
-    this.map.set(name, e);
-    this.list.push(e);
-    return e;
-  }
-
-  remove(name: string): DirEntry | undefined {
-    const e = this.map.get(name);
-    if (!e) return undefined;
-    this.map.delete(name);
-    e.live = false;
-    this.dead++;
-    if (this.dead > 32 && this.dead * 2 > this.list.length) {
-      this.list = this.list.filter((x) => x.live);
-      this.dead = 0;
-    }
-    return e;
-  }
-
-  /** Index in `list` of the first entry whose cookie is > `cookie`. */
-  firstAfter(cookie: number): number {
-    const list = this.list;
-    let lo = 0;
-    let hi = list.length;
-    while (lo < hi) {
-      const mid = (lo + hi) >>> 1;
-      if (list[mid]!.cookie <= cookie) lo = mid + 1;
-      else hi = mid;
-    }
-    return lo;
-  }
-}
-
+/**
+ * A view of one node's record in the shared node table (made per use: it holds only the slot).
+ * Compare nodes by `slot`, never by object identity.
+ */
 class Node {
-  rdev = 0;
-  size = 0;
-  atime = 0;
-  atimeNsec = 0;
-  mtime = 0;
-  mtimeNsec = 0;
-  ctime = 0;
-  ctimeNsec = 0;
-  /** Lookup references held by the kernel. */
-  lookups = 0;
-  /** Open file/dir handles. */
-  opens = 0;
-  /** Directories: the containing directory (root: null). */
-  parent: Node | null = null;
-  dir: Dir | null = null;
-  chunks: Map<number, Chunk> | null = null;
-  /** Bytes allocated in chunks. */
-  allocated = 0;
-  target: string | null = null;
-  xattrs: Map<string, Uint8Array> | null = null;
-  freed = false;
-
+  private readonly i: number;
+  private readonly f: number;
   constructor(
-    /** Index of the node's time stamps in the shared time table (copies mode); reused after free. */
+    private readonly s: MemState,
     readonly slot: number,
-    readonly ino: number,
-    public mode: number,
-    public nlink: number,
-    public uid: number,
-    public gid: number,
-  ) {}
-
+  ) {
+    this.i = slot * NODE_WORDS;
+    this.f = this.i >> 1;
+  }
+  get ino(): number {
+    return this.s.idOf(this.slot);
+  }
+  get mode(): number {
+    return this.s.NI[this.i + N_MODE]!;
+  }
+  set mode(v: number) {
+    this.s.NI[this.i + N_MODE] = v;
+  }
+  get nlink(): number {
+    return this.s.NI[this.i + N_NLINK]!;
+  }
+  set nlink(v: number) {
+    this.s.NI[this.i + N_NLINK] = v;
+  }
+  get uid(): number {
+    return this.s.NI[this.i + N_UID]! >>> 0;
+  }
+  set uid(v: number) {
+    this.s.NI[this.i + N_UID] = v;
+  }
+  get gid(): number {
+    return this.s.NI[this.i + N_GID]! >>> 0;
+  }
+  set gid(v: number) {
+    this.s.NI[this.i + N_GID] = v;
+  }
+  get rdev(): number {
+    return this.s.NI[this.i + N_RDEV]! >>> 0;
+  }
+  set rdev(v: number) {
+    this.s.NI[this.i + N_RDEV] = v;
+  }
+  get opens(): number {
+    return this.s.NI[this.i + N_OPENS]!;
+  }
+  set opens(v: number) {
+    this.s.NI[this.i + N_OPENS] = v;
+  }
+  get size(): number {
+    return this.s.NF[this.f + NF_SIZE]!;
+  }
+  set size(v: number) {
+    this.s.NF[this.f + NF_SIZE] = v;
+  }
+  get lookups(): number {
+    return this.s.NF[this.f + NF_LOOKUPS]!;
+  }
+  set lookups(v: number) {
+    this.s.NF[this.f + NF_LOOKUPS] = v;
+  }
+  get allocated(): number {
+    return this.s.NF[this.f + NF_ALLOCATED]!;
+  }
+  get atime(): number {
+    return this.s.NF[this.f + NF_ATIME]!;
+  }
+  set atime(v: number) {
+    this.s.NF[this.f + NF_ATIME] = v;
+  }
+  get mtime(): number {
+    return this.s.NF[this.f + NF_MTIME]!;
+  }
+  set mtime(v: number) {
+    this.s.NF[this.f + NF_MTIME] = v;
+  }
+  get ctime(): number {
+    return this.s.NF[this.f + NF_CTIME]!;
+  }
+  set ctime(v: number) {
+    this.s.NF[this.f + NF_CTIME] = v;
+  }
+  get atimeNsec(): number {
+    return this.s.NI[this.i + N_ATIME_NS]!;
+  }
+  set atimeNsec(v: number) {
+    this.s.NI[this.i + N_ATIME_NS] = v;
+  }
+  get mtimeNsec(): number {
+    return this.s.NI[this.i + N_MTIME_NS]!;
+  }
+  set mtimeNsec(v: number) {
+    this.s.NI[this.i + N_MTIME_NS] = v;
+  }
+  get ctimeNsec(): number {
+    return this.s.NI[this.i + N_CTIME_NS]!;
+  }
+  set ctimeNsec(v: number) {
+    this.s.NI[this.i + N_CTIME_NS] = v;
+  }
+  /** Directories: the containing directory's slot (root: 0). */
+  get parentSlot(): number {
+    return this.s.NI[this.i + N_PARENT]!;
+  }
+  set parentSlot(v: number) {
+    this.s.NI[this.i + N_PARENT] = v;
+  }
+  /** Directories: live entries. */
+  get entries(): number {
+    return this.s.NI[this.i + N_ENTRIES]!;
+  }
   get isDir(): boolean {
     return (this.mode & S_IFMT) === S_IFDIR;
   }
   get isReg(): boolean {
     return (this.mode & S_IFMT) === S_IFREG;
   }
+  /** Symlinks: the target. */
+  get target(): string | null {
+    const off = this.s.NI[this.i + N_TARGET]!;
+    return off === 0 ? null : this.s.getString(off, this.s.NI[this.i + N_TARGET_LEN]!);
+  }
 }
 
-/** What copies() shares with the workers' copies (structured-cloneable). */
+/** What copies() shares with the workers' views (structured-cloneable). */
 export interface MemShared {
-  kind: "memfs-shared-v1";
+  kind: "memfs-shared-v2";
   options: Required<MemFSOptions>;
-  /** The root's mode, uid, gid, lookups and time stamps when the state became shared. */
-  root: [number, number, number, number, number, number, number, number, number, number];
-  log: SharedLog;
-  segs: SharedArrayBuffer[];
-  /** Every node's time stamps (TIME_WORDS f64 per slot), growable. */
-  times: SharedArrayBuffer;
+  buffers: MemBuffers;
 }
 
-/** Address space set aside for file data, at most (1 GiB segments): 1 TiB. */
-const MAX_SEGMENTS = 1024;
-/** readdirplus references one READDIR may hand out in copies mode (the kernel asks for a page: ~30). */
-const MAX_PLUS = 1024;
-
-// Log entry kinds (memfs-shared.ts frames them).
-const OP_LOOKUP = 1;
-const OP_FORGET = 2;
-const OP_WRITE = 3;
-const OP_OPEN = 5;
-const OP_RELEASE = 6;
-const OP_READDIR = 7;
-const OP_JSON = 8;
-const OP_CALL = 9;
-
-/**
- * Operations that change nothing but time stamps, which live in the shared time table (written
- * by the executing copy): under the lock, after catching up, not logged.
- */
-const READ_ONLY_OPS = ["getattr", "getxattr", "listxattr", "access", "statfs", "lseek", "flush", "fsync", "fsyncdir", "readlink"] as const;
-/** Time table: atime s, ns, mtime s, ns, ctime s, ns per node slot, padded to 64 bytes (one cache line: two CPUs writing two files do not share a line). */
-const TIME_WORDS = 8;
-/** The time table grows by this many slots at a time. */
-const TIME_GROW_SLOTS = 1 << 14;
-const JSON_OPS = [
-  "setattr", "symlink", "mknod", "mkdir", "unlink", "rmdir", "rename", "link", "create", "opendir",
-  "setxattr", "removexattr", "fallocate", "copyFileRange",
+/** Every InodeFS method memfs implements, and its diagnostics: each runs under the state's mutex. */
+const LOCKED = [
+  "lookup", "forget", "getattr", "setattr", "readlink", "symlink", "mknod", "mkdir", "unlink", "rmdir", "rename", "link",
+  "create", "open", "release", "opendir", "readdir", "releasedir", "statfs", "setxattr", "getxattr", "listxattr",
+  "removexattr", "access", "fallocate", "lseek", "copyFileRange", "stats", "lookupCount", "has", "dumpState",
 ] as const;
-
-/**
- * Binary log layout of the common metadata calls: after the method index and uid/gid, one field
- * per argument (after ctx): n = a number (f64), s = a name (u32 UTF-16 unit count, the units:
- * lossless for every string, names with raw bytes included; padded to 8 bytes).
- */
-const CALL_SCHEMAS: Partial<Record<(typeof JSON_OPS)[number], string>> = {
-  symlink: "nss", mknod: "nsnnn", mkdir: "nsnn", unlink: "ns", rmdir: "ns", rename: "nsnsn", link: "nns",
-  create: "nsnnn", opendir: "nn", fallocate: "nnnnn", copyFileRange: "nnnnnnnn",
-};
-/** Longest string a binary call carries (longer ones go as JSON; they fail validation anyway). */
-const CALL_MAX_UNITS = 8192;
-
-/** Payload size of a call in binary, or -1 if an argument does not fit the schema. */
-function callSize(schema: string, a: unknown[]): number {
-  if (a.length !== schema.length) return -1;
-  let size = 12;
-  for (let i = 0; i < schema.length; i++) {
-    const v = a[i];
-    if (schema.charCodeAt(i) === 110 /* n */) {
-      if (typeof v !== "number") return -1;
-      size += 8;
-    } else {
-      if (typeof v !== "string" || v.length > CALL_MAX_UNITS) return -1;
-      size += (4 + 2 * v.length + 7) & ~7;
-    }
-  }
-  return size;
-}
-
-function encodeCall(dv: DataView, at: number, index: number, ctx: RequestContext, schema: string, a: unknown[]): void {
-  dv.setUint32(at, index, true);
-  dv.setUint32(at + 4, ctx?.uid ?? 0, true);
-  dv.setUint32(at + 8, ctx?.gid ?? 0, true);
-  at += 12;
-  for (let i = 0; i < schema.length; i++) {
-    const v = a[i];
-    if (schema.charCodeAt(i) === 110 /* n */) {
-      dv.setFloat64(at, v as number, true);
-      at += 8;
-    } else {
-      const str = v as string;
-      dv.setUint32(at, str.length, true);
-      for (let k = 0; k < str.length; k++) dv.setUint16(at + 4 + 2 * k, str.charCodeAt(k), true);
-      at += (4 + 2 * str.length + 7) & ~7;
-    }
-  }
-}
-
-/** The caller of a replayed operation (only uid/gid matter to memfs). */
-const REPLAY_CTX = { uid: 0, gid: 0, pid: 0 } as unknown as RequestContext;
-/** A replayed WRITE's data: only its length is used (the bytes are in the page store already). */
-const REPLAY_DATA = { length: 0 };
-const JSON_ENCODER = new TextEncoder();
-const JSON_DECODER = new TextDecoder();
-
-function encodeJsonOp(m: string, ctx: RequestContext, args: unknown[]): Uint8Array {
-  const json = JSON.stringify([m, ctx?.uid ?? 0, ctx?.gid ?? 0, ...args], (_k, v: unknown) =>
-    v instanceof Uint8Array ? { $bytes: Buffer.from(v.buffer, v.byteOffset, v.byteLength).toString("base64") } : v,
-  );
-  return JSON_ENCODER.encode(json);
-}
-
-function reviveBytes(_k: string, v: unknown): unknown {
-  if (v && typeof v === "object" && typeof (v as { $bytes?: unknown }).$bytes === "string") {
-    return new Uint8Array(Buffer.from((v as { $bytes: string }).$bytes, "base64"));
-  }
-  return v;
-}
-
-/** A chunk: its pages, in order from the start of its 64 KiB window. */
-type Chunk = number[];
-type RegNode = Node & { chunks: Map<number, Chunk> };
-
-interface Handle {
-  node: Node;
-  flags: number;
-}
 
 function fail(code: ErrnoName, message?: string): never {
   throw new FuseError(code, message);
@@ -319,422 +270,145 @@ function checkName(name: string): void {
 export class MemFS implements InodeFS {
   readonly maxBytes: number;
   readonly maxInodes: number;
-  private readonly nodes = new Map<number, Node>();
-  private readonly handles = new Map<number, Handle>();
-  private nextIno = ROOT + 1;
-  private nextFh = 1;
-  private used = 0;
-  private inodeCount = 0;
-  readonly root: Node;
-  /** File data (memfs-pages.ts). */
-  protected readonly store: PageStore;
-  /** The current operation's time (now()); null: not read yet. */
-  protected opTime: [number, number] | null = null;
-  /** Replaying another copy's operation: bookkeeping only, the bytes are already in place. */
-  protected replaying = false;
-  /** The options this filesystem was made with, resolved (what a copy is made with). */
+  /** The shared state this object is a view of. */
+  protected readonly st: MemState;
+  /** The options this filesystem was made with, resolved (what a view is made with). */
   protected readonly resolved: Required<MemFSOptions>;
-  /** Shared state (copies()): every operation goes through the shared log. */
-  protected rep: Replicator | null = null;
   private plan: CopiesPlan | null = null;
-  /** readdirplus: the nodes that got a reference in this operation (logged). */
-  protected plusRefs: number[] | null = null;
-  /** A copy made by replica() (a worker's): `--workers` loads it as a replicable filesystem. */
+  /** A view made by view() (a worker's): `--workers` loads it as a replicable filesystem. */
   replicable?: boolean;
-  /**
-   * Copies mode: every node's time stamps, shared (TIME_WORDS per slot). The copy that executes
-   * an operation writes the stamps it sets here (touch); every copy reads them before using a
-   * node's times (syncTimes). So an operation that changes only bytes and time stamps — an
-   * overwrite, a read's atime — needs no log entry, and no other copy replays it. Local fields
-   * are a cache, refreshed under the lock before any use.
-   */
-  private times: Float64Array | null = null;
-  private timesBuf: SharedArrayBuffer | null = null;
-  /** Node slot allocator (replicated bookkeeping, like the page store's). */
-  private readonly freeSlots: number[] = [];
-  private slotHigh = 0;
 
-  constructor(options: MemFSOptions = {}, shared?: SharedArrayBuffer[]) {
-    const maxBytes = options.maxBytes ?? Math.floor(totalmem() / 2 / PAGE) * PAGE;
+  constructor(options: MemFSOptions = {}, buffers?: MemBuffers) {
+    const maxBytes = options.maxBytes ?? Math.min(Math.floor(totalmem() / 2 / PAGE) * PAGE, MAX_SEGMENTS * SEG_PAGES * PAGE);
     const maxInodes = options.maxInodes ?? Math.max(1024, Math.floor(totalmem() / 8192));
     if (!(maxBytes >= 0) || !Number.isSafeInteger(maxBytes)) throw new RangeError("memfs: maxBytes must be a non-negative integer");
     if (!(maxInodes >= 1) || !Number.isSafeInteger(maxInodes)) throw new RangeError("memfs: maxInodes must be a positive integer");
+    if (Math.ceil(maxBytes / PAGE / SEG_PAGES) > MAX_SEGMENTS) throw new RangeError("memfs: maxBytes must be at most 1 TiB");
     this.maxBytes = maxBytes;
     this.maxInodes = maxInodes;
     const uid = options.uid ?? (typeof process.getuid === "function" ? process.getuid() : 0);
     const gid = options.gid ?? (typeof process.getgid === "function" ? process.getgid() : 0);
-    this.resolved = { maxBytes, maxInodes, uid, gid, rootMode: options.rootMode ?? 0o755, sharedLogBytes: options.sharedLogBytes ?? LOG_SIZE };
-    this.store = new PageStore(Math.floor(maxBytes / PAGE), shared);
-    const root = new Node(this.allocSlot(), ROOT, S_IFDIR | ((options.rootMode ?? 0o755) & 0o7777), 2, uid, gid);
-    root.dir = new Dir();
-    root.size = 2 * BOGO_DIRENT_SIZE;
-    this.touch(root, T_A | T_M | T_C);
-    this.nodes.set(ROOT, root);
-    this.inodeCount = 1;
-    this.root = root;
+    this.resolved = { maxBytes, maxInodes, uid, gid, rootMode: options.rootMode ?? 0o755, lockBoundMs: options.lockBoundMs ?? 5000 };
+    const maxPages = Math.floor(maxBytes / PAGE);
+    this.st = new MemState(buffers ?? MemState.create(maxInodes, maxPages), maxPages, this.resolved.lockBoundMs);
+    const m = this.st.mutex;
+    m.lock();
+    try {
+      if (!this.st.ready) this.makeRoot(uid, gid, this.resolved.rootMode);
+    } finally {
+      m.unlock();
+    }
   }
 
-  // ---- copies over one shared state (--workers N) -------------------------------------------
+  private makeRoot(uid: number, gid: number, rootMode: number): void {
+    const st = this.st;
+    const slot = st.allocNode();
+    if (slot !== ROOT) throw new Error("BUG: memfs: the root is not node 1");
+    const root = new Node(st, slot);
+    root.mode = S_IFDIR | (rootMode & 0o7777);
+    root.nlink = 2;
+    root.uid = uid;
+    root.gid = gid;
+    st.initDir(slot);
+    root.size = 2 * BOGO_DIRENT_SIZE;
+    this.touch(root, T_A | T_M | T_C);
+    st.markReady();
+  }
+
+  /** The root directory. */
+  get root(): Node {
+    return new Node(this.st, ROOT);
+  }
+
+  // ---- views on other threads (--workers N) -------------------------------------------------
 
   /**
-   * Run as one copy per worker thread over this filesystem's state (see memfs-shared.ts). This
-   * instance becomes a copy too (the main thread's). Null (forwarding mode) for a subclass (its
-   * overrides would not run in the workers' copies), for a filesystem that already served
-   * operations, and for a maxBytes larger than the address space set aside for it. A wrapper
-   * that changes what memfs answers must not pass this method on.
+   * Serve from every worker thread: each worker makes a view of this filesystem's shared state
+   * (memfs-copy.ts → MemFS.view); this instance is the main thread's view and applies FORGET
+   * (sharedState). Null (forwarding mode) for a subclass or an instance whose handlers were
+   * replaced (their code would not run in the workers' views). A wrapper that changes what
+   * memfs answers must not pass this method on.
    *
-   * Limits: every copy (each worker's and this one) holds the whole metadata (nodes, names) in
-   * its own heap, so metadata memory is multiplied by workers + 1 (file data is not); every
-   * operation of every copy is serialized by one lock (memfs runs on one core at a time; the
-   * transports, the kernel and the copies' bytes run in parallel); a copy that cannot join (the
-   * log was half full before it started) fails to load.
+   * Every operation of every thread is serialized by the one mutex (held about a microsecond
+   * for a 4 KiB copy); the transports, the kernel and the byte copies run in parallel.
    */
   copies(): CopiesPlan | null {
     if (this.plan) return this.plan;
-    // A subclass, or an instance whose handlers were replaced (`fs.lookup = …`): the copies
+    // A subclass, or an instance whose handlers were replaced (`fs.lookup = …`): the views
     // would be plain MemFS, so the replaced handlers would run on this thread only.
     if (Object.getPrototypeOf(this) !== MemFS.prototype) return null;
     if (Object.keys(this).some((k) => typeof (this as unknown as Record<string, unknown>)[k] === "function")) return null;
-    const r = this.root;
-    if (this.nextIno !== ROOT + 1 || this.nextFh !== 1 || this.store.high !== 0 || r.xattrs || r.dir!.list.length > 0) return null;
-    if (Math.ceil(this.store.maxPages / SEG_PAGES) > MAX_SEGMENTS) return null;
-    // The module each worker loads for its copy (memfs-copy.ts; null: none can be loaded).
+    // The module each worker loads for its view (memfs-copy.ts; null: none can be loaded).
     const module = builtinCopyModule("memfs");
     if (!module) return null;
-    const shared: MemShared = {
-      kind: "memfs-shared-v1",
-      options: this.resolved,
-      root: [r.mode, r.uid, r.gid, r.lookups, r.atime, r.atimeNsec, r.mtime, r.mtimeNsec, r.ctime, r.ctimeNsec],
-      log: createSharedLog(this.resolved.sharedLogBytes),
-      segs: this.store.reserveAll(),
-      times: new SharedArrayBuffer(0, { maxByteLength: (this.maxInodes + 1) * TIME_WORDS * 8 }),
-    };
-    this.share(shared.log, shared.times);
-    this.putTimes(r, T_A | T_M | T_C);
+    const shared: MemShared = { kind: "memfs-shared-v2", options: this.resolved, buffers: this.st.buffers };
     this.plan = { module, shared, sharedState: true };
     return this.plan;
   }
 
-  /** A copy of the filesystem whose copies() made `shared` (in a worker). */
-  static replica(shared: MemShared): MemFS {
-    if (!shared || shared.kind !== "memfs-shared-v1") throw new Error("memfs: not the shared state of a memfs (copies())");
-    const fs = new MemFS(shared.options, shared.segs);
-    const r = fs.root;
-    [r.mode, r.uid, r.gid, r.lookups, r.atime, r.atimeNsec, r.mtime, r.mtimeNsec, r.ctime, r.ctimeNsec] = shared.root;
-    fs.share(shared.log, shared.times);
+  /** A view of the filesystem whose copies() made `shared` (in a worker; any time). */
+  static view(shared: MemShared): MemFS {
+    if (!shared || shared.kind !== "memfs-shared-v2") throw new Error("memfs: not the shared state of a memfs (copies())");
+    const fs = new MemFS(shared.options, shared.buffers);
     fs.replicable = true;
     return fs;
   }
 
-  /** Leave the shared state (a copy that stops serving); the others go on. */
-  destroy(): void {
-    this.rep?.close();
-  }
-
-  /** Wait for the lock and apply what the other copies did (diagnostics and tests). */
-  sync(): void {
-    if (!this.rep) return;
-    this.rep.lock();
-    this.rep.unlock();
-  }
-
-  /** Copies mode: bytes logged so far by all copies, entries this copy replayed; null otherwise. */
-  replication(): { logged: number; applied: number } | null {
-    return this.rep ? this.rep.position() : null;
-  }
-
-  /** Everything a copy's state is made of, as text (tests compare copies with it). */
+  /** Everything the shared state holds, as text (tests compare what views see with it). */
   dumpState(): string {
-    this.sync();
-    const out: unknown[] = [this.nextIno, this.nextFh, this.used, this.inodeCount, this.store.high, this.store.freeCount, this.slotHigh, this.freeSlots];
-    for (const [ino, n] of this.nodes) {
-      this.syncTimes(n);
+    const st = this.st;
+    const out: unknown[] = [st.used, st.nodes.count, st.dirents.count, st.chunks.count, st.handles.count, st.pages.high, st.pages.freeCount];
+    for (let slot = 1; slot < st.nodes.high; slot++) {
+      const ino = st.idOf(slot);
+      if (st.slotOf(ino) !== slot) continue;
+      const n = new Node(st, slot);
+      const names: unknown[] = [];
+      if (n.isDir) {
+        for (let k = 0; k < st.listLength(slot); k++) {
+          const d = st.listDirent(slot, k);
+          if (d !== 0) names.push([st.direntName(d), st.idOf(st.direntNode(d)), st.direntCookie(d)]);
+        }
+      }
+      const chunks: unknown[] = [];
+      for (let c = st.firstChunk(slot); c !== 0; c = st.chunkNext(c)) {
+        const pages: number[] = [];
+        for (let k = 0; k < st.CI[c * CHUNK_WORDS + C_PAGES]!; k++) pages.push(st.CI[c * CHUNK_WORDS + C_PAGE0 + k]!);
+        chunks.push([st.chunkIndex(c), pages]);
+      }
       out.push([
-        ino, n.slot, n.mode, n.nlink, n.uid, n.gid, n.rdev, n.size, n.atime, n.atimeNsec, n.mtime, n.mtimeNsec, n.ctime, n.ctimeNsec,
-        n.lookups, n.opens, n.parent?.ino ?? null, n.allocated, n.target,
-        n.dir ? [n.dir.nextCookie, n.dir.list.filter((e) => e.live).map((e) => [e.name, e.node.ino, e.cookie])] : null,
-        n.chunks ? [...n.chunks] : null,
-        n.xattrs ? [...n.xattrs].map(([k, v]) => [k, [...v]]) : null,
+        ino, n.mode, n.nlink, n.uid, n.gid, n.rdev, n.size, n.atime, n.atimeNsec, n.mtime, n.mtimeNsec, n.ctime, n.ctimeNsec,
+        n.lookups, n.opens, n.parentSlot, n.allocated, n.target, names, chunks.sort((a, b) => (a as number[])[0]! - (b as number[])[0]!),
+        [...st.xattrs(slot)].map(([k, v]) => [k, [...v]]),
       ]);
     }
-    for (const [fh, h] of this.handles) out.push(["fh", fh, h.node.ino, h.flags]);
     return JSON.stringify(out);
-  }
-
-  /** Route every operation of this instance through the shared log. */
-  private share(log: SharedLog, times: SharedArrayBuffer): void {
-    const P = MemFS.prototype as unknown as Record<string, (...a: unknown[]) => unknown>;
-    const self = this as unknown as Record<string, unknown>;
-    this.timesBuf = times;
-    this.times = new Float64Array(times); // length-tracking: follows another copy's grow()
-    const rep = new Replicator(log, (op, off, len, time) => this.applyEntry(op, off, len, time));
-    this.rep = rep;
-    const dv = rep.dv;
-    // Operations that change nothing: under the lock, after catching up.
-    for (const m of READ_ONLY_OPS) {
-      const f = P[m]!;
-      self[m] = (...a: unknown[]) => {
-        rep.lock();
-        this.opTime = null; // time stamps set (readlink's atime) are this operation's
-        try {
-          return f.apply(this, a);
-        } finally {
-          rep.unlock();
-        }
-      };
-    }
-    // The other operations that change state: logged as a call. Those with numbers and names
-    // only in binary (CALL_SCHEMAS) when the arguments have the expected types; the rest
-    // (setattr, xattrs) as JSON (names stay lossless: JSON.stringify escapes lone surrogates).
-    for (const m of JSON_OPS) {
-      const f = P[m]!;
-      const schema = CALL_SCHEMAS[m];
-      const index = JSON_OPS.indexOf(m);
-      self[m] = (ctx: RequestContext, ...a: unknown[]) => {
-        const size = schema ? callSize(schema, a) : -1;
-        if (size >= 0) {
-          rep.begin(size);
-          encodeCall(dv, rep.pos, index, ctx, schema!, a);
-          return this.exec(OP_CALL, size, () => f.call(this, ctx, ...a));
-        }
-        const bytes = encodeJsonOp(m, ctx, a);
-        rep.begin(bytes.length);
-        rep.bytes.set(bytes, rep.pos);
-        return this.exec(OP_JSON, bytes.length, () => f.call(this, ctx, ...a));
-      };
-    }
-    // READ as well, without the rest-argument array of the generic wrapper (the hot path).
-    const read = P.read!;
-    self.read = (ctx: RequestContext, ino: number, fh: number, offset: number, size: number, out: Uint8Array): number => {
-      rep.lock();
-      this.opTime = null;
-      try {
-        return read.call(this, ctx, ino, fh, offset, size, out) as number;
-      } finally {
-        rep.unlock();
-      }
-    };
-    const readdir = P.readdir!;
-    self.readdir = (ctx: RequestContext, ino: number, fh: number, offset: number, filler: DirFiller): void => {
-      // At most MAX_PLUS references per call (the filler is told "full" after that).
-      rep.begin(8 + 8 * MAX_PLUS);
-      this.opTime = null;
-      const refs: number[] = [];
-      this.plusRefs = refs;
-      const f: DirFiller = filler.plus ? { plus: true, add: (name, next, e) => refs.length < MAX_PLUS && filler.add(name, next, e) } : filler;
-      try {
-        readdir.call(this, ctx, ino, fh, offset, f);
-      } catch (e) {
-        this.plusRefs = null;
-        rep.abort();
-        throw e;
-      } finally {
-        this.plusRefs = null;
-      }
-      // The directory's atime is in the time table: only the references need replaying.
-      if (refs.length === 0) return rep.abort();
-      const at = rep.pos;
-      dv.setFloat64(at, refs.length, true);
-      for (let i = 0; i < refs.length; i++) dv.setFloat64(at + 8 + 8 * i, refs[i]!, true);
-      rep.commit(OP_READDIR, 8 + 8 * refs.length, this.opTime);
-    };
-    const write = P.write!;
-    self.write = (ctx: RequestContext, ino: number, fh: number, offset: number, data: Uint8Array, writeFlags: number, openFlags: number): number => {
-      rep.lock();
-      this.opTime = null;
-      if (this.overwrites(ino, offset, data.length, writeFlags)) {
-        // Bytes (shared pages) and time stamps (shared table) only: nothing for the others to replay.
-        try {
-          return write.call(this, ctx, ino, fh, offset, data, writeFlags, openFlags) as number;
-        } finally {
-          rep.unlock();
-        }
-      }
-      rep.reserve(32);
-      const at = rep.pos;
-      dv.setFloat64(at, ino, true);
-      dv.setFloat64(at + 8, offset, true);
-      dv.setFloat64(at + 16, data.length, true);
-      dv.setFloat64(at + 24, writeFlags, true);
-      this.opTime = null;
-      let n: number;
-      try {
-        n = write.call(this, ctx, ino, fh, offset, data, writeFlags, openFlags) as number;
-      } catch (e) {
-        rep.abort();
-        throw e;
-      }
-      rep.commit(OP_WRITE, 32, this.opTime);
-      return n;
-    };
-    const lookup = P.lookup!;
-    self.lookup = (ctx: RequestContext, parent: number, name: string): Entry => {
-      const units = name.length;
-      if (units > 4096) {
-        // Longer than any valid name: fails (ENAMETOOLONG) without changing anything.
-        rep.lock();
-        try {
-          lookup.call(this, ctx, parent, name);
-        } finally {
-          rep.unlock();
-        }
-        throw new Error("BUG: memfs accepted a name longer than 4096 units");
-      }
-      rep.begin(12 + 2 * units);
-      const at = rep.pos;
-      dv.setFloat64(at, parent, true);
-      dv.setUint32(at + 8, units, true);
-      for (let i = 0; i < units; i++) dv.setUint16(at + 12 + 2 * i, name.charCodeAt(i), true);
-      return this.exec(OP_LOOKUP, 12 + 2 * units, () => lookup.call(this, ctx, parent, name)) as Entry;
-    };
-    const forget = P.forget!;
-    self.forget = (ino: number, nlookup: number): void => {
-      rep.begin(16);
-      dv.setFloat64(rep.pos, ino, true);
-      dv.setFloat64(rep.pos + 8, nlookup, true);
-      this.exec(OP_FORGET, 16, () => forget.call(this, ino, nlookup));
-    };
-    const open = P.open!;
-    self.open = (ctx: RequestContext, ino: number, flags: number): OpenReply => {
-      rep.begin(16);
-      dv.setFloat64(rep.pos, ino, true);
-      dv.setFloat64(rep.pos + 8, flags, true);
-      return this.exec(OP_OPEN, 16, () => open.call(this, ctx, ino, flags)) as OpenReply;
-    };
-    for (const m of ["release", "releasedir"] as const) {
-      const f = P[m]!;
-      self[m] = (ctx: RequestContext, ino: number, fh: number, flags?: number): void => {
-        rep.begin(16);
-        dv.setFloat64(rep.pos, ino, true);
-        dv.setFloat64(rep.pos + 8, fh, true);
-        this.exec(OP_RELEASE, 16, () => f.call(this, ctx, ino, fh, flags));
-      };
-    }
-    for (const m of ["stats", "lookupCount", "has"] as const) {
-      const f = P[m]!;
-      self[m] = (...a: unknown[]) => {
-        this.sync();
-        return f.apply(this, a);
-      };
-    }
-    this.sync(); // a copy that joins rebuilds the state from the log
-    rep.startTimer();
-  }
-
-  /** Run an operation whose entry was prepared (begin + payload): commit it if it succeeds. */
-  private exec(op: number, payload: number, run: () => unknown): unknown {
-    const rep = this.rep!;
-    this.opTime = null;
-    let r: unknown;
-    try {
-      r = run();
-    } catch (e) {
-      rep.abort();
-      throw e;
-    }
-    rep.commit(op, payload, this.opTime);
-    return r;
-  }
-
-  /** Replay an entry another copy logged. */
-  private applyEntry(op: number, off: number, len: number, time: [number, number] | null): void {
-    const rep = this.rep!;
-    const dv = rep.dv;
-    const P = MemFS.prototype;
-    this.opTime = time ?? [0, 0];
-    this.replaying = true;
-    try {
-      switch (op) {
-        case OP_WRITE: {
-          REPLAY_DATA.length = dv.getFloat64(off + 16, true);
-          P.write.call(this, REPLAY_CTX, dv.getFloat64(off, true), 0, dv.getFloat64(off + 8, true), REPLAY_DATA as unknown as Uint8Array, dv.getFloat64(off + 24, true), 0);
-          break;
-        }
-        case OP_READDIR: {
-          const count = dv.getFloat64(off, true);
-          for (let i = 0; i < count; i++) this.node(dv.getFloat64(off + 8 + 8 * i, true)).lookups++;
-          break;
-        }
-        case OP_LOOKUP: {
-          const units = dv.getUint32(off + 8, true);
-          let name = "";
-          for (let i = 0; i < units; i++) name += String.fromCharCode(dv.getUint16(off + 12 + 2 * i, true));
-          P.lookup.call(this, REPLAY_CTX, dv.getFloat64(off, true), name);
-          break;
-        }
-        case OP_FORGET:
-          P.forget.call(this, dv.getFloat64(off, true), dv.getFloat64(off + 8, true));
-          break;
-        case OP_OPEN:
-          P.open.call(this, REPLAY_CTX, dv.getFloat64(off, true), dv.getFloat64(off + 8, true));
-          break;
-        case OP_RELEASE:
-          this.closeHandle(dv.getFloat64(off + 8, true));
-          break;
-        case OP_CALL: {
-          const m = JSON_OPS[dv.getUint32(off, true)];
-          const schema = m && CALL_SCHEMAS[m];
-          if (!schema) throw new Error("bad logged call");
-          const args: unknown[] = [{ uid: dv.getUint32(off + 4, true), gid: dv.getUint32(off + 8, true), pid: 0 }];
-          let at = off + 12;
-          for (let i = 0; i < schema.length; i++) {
-            if (schema.charCodeAt(i) === 110 /* n */) {
-              args.push(dv.getFloat64(at, true));
-              at += 8;
-            } else {
-              const units = dv.getUint32(at, true);
-              let str = "";
-              for (let k = 0; k < units; k++) str += String.fromCharCode(dv.getUint16(at + 4 + 2 * k, true));
-              args.push(str);
-              at += (4 + 2 * units + 7) & ~7;
-            }
-          }
-          (P as unknown as Record<string, (...a: unknown[]) => unknown>)[m]!.apply(this, args);
-          break;
-        }
-        case OP_JSON: {
-          const [m, uid, gid, ...args] = JSON.parse(JSON_DECODER.decode(rep.bytes.subarray(off, off + len)), reviveBytes) as [string, number, number, ...unknown[]];
-          if (!JSON_OPS.includes(m as (typeof JSON_OPS)[number])) throw new Error(`unknown logged operation ${m}`);
-          (P as unknown as Record<string, (...a: unknown[]) => unknown>)[m]!.call(this, { uid, gid, pid: 0 }, ...args);
-          break;
-        }
-        default:
-          throw new Error(`unknown log entry ${op}`);
-      }
-    } finally {
-      this.replaying = false;
-      this.opTime = null;
-    }
   }
 
   /** Usage counters (diagnostics and tests). */
   stats(): { inodes: number; usedBytes: number; openHandles: number } {
-    return { inodes: this.inodeCount, usedBytes: this.used, openHandles: this.handles.size };
+    return { inodes: this.st.nodes.count, usedBytes: this.st.used, openHandles: this.st.handles.count };
   }
 
   /** Lookup references the kernel holds on `ino` (0 if unknown). */
   lookupCount(ino: number): number {
-    return this.nodes.get(ino)?.lookups ?? 0;
+    const slot = this.st.slotOf(ino);
+    return slot === 0 ? 0 : new Node(this.st, slot).lookups;
   }
 
   /** Whether node `ino` still exists (not freed). */
   has(ino: number): boolean {
-    return this.nodes.has(ino);
+    return this.st.slotOf(ino) !== 0;
+  }
+
+  /** Times any thread had to wait for the state's mutex (diagnostics). */
+  get lockWaits(): number {
+    return this.st.mutex.waits;
   }
 
   // ---- helpers ------------------------------------------------------------------------------
 
-  /**
-   * The time of the current operation: read once per operation (clock), or the time recorded
-   * when another copy executed it (replay). Every time stamp an operation sets comes from here.
-   */
-  protected now(): [number, number] {
-    if (!this.rep) return nowTimespec();
-    return (this.opTime ??= nowTimespec());
-  }
-
   private touch(n: Node, which: number): void {
-    const [s, ns] = this.now();
+    const [s, ns] = nowTimespec();
     if (which & T_A) {
       n.atime = s;
       n.atimeNsec = ns;
@@ -747,98 +421,73 @@ export class MemFS implements InodeFS {
       n.ctime = s;
       n.ctimeNsec = ns;
     }
-    this.putTimes(n, which);
   }
 
-  /**
-   * Copies mode: publish `which` of n's (local) time stamps to the shared table. Only the copy
-   * that executes an operation publishes; a replay's stamps are in the table already.
-   */
-  private putTimes(n: Node, which: number): void {
-    const t = this.times; // length-tracking: sees the grow() below
-    if (t === null || this.replaying) return;
-    const i = n.slot * TIME_WORDS;
-    if (i + TIME_WORDS > t.length) {
-      const buf = this.timesBuf!;
-      const slots = Math.min(Math.ceil((n.slot + 1) / TIME_GROW_SLOTS) * TIME_GROW_SLOTS, buf.maxByteLength / (TIME_WORDS * 8));
-      if (buf.byteLength < slots * TIME_WORDS * 8) buf.grow(slots * TIME_WORDS * 8);
-    }
+  /** touch() by slot, for the data path (no Node view). */
+  private touchSlot(slot: number, which: number): void {
+    const [s, ns] = nowTimespec();
+    const NI = this.st.NI, NF = this.st.NF, i = slot * NODE_WORDS, f = i >> 1;
     if (which & T_A) {
-      t[i] = n.atime;
-      t[i + 1] = n.atimeNsec;
+      NF[f + NF_ATIME] = s;
+      NI[i + N_ATIME_NS] = ns;
     }
     if (which & T_M) {
-      t[i + 2] = n.mtime;
-      t[i + 3] = n.mtimeNsec;
+      NF[f + NF_MTIME] = s;
+      NI[i + N_MTIME_NS] = ns;
     }
     if (which & T_C) {
-      t[i + 4] = n.ctime;
-      t[i + 5] = n.ctimeNsec;
+      NF[f + NF_CTIME] = s;
+      NI[i + N_CTIME_NS] = ns;
     }
-  }
-
-  /** Copies mode: refresh n's time stamps from the shared table (under the lock, before use). */
-  private syncTimes(n: Node): void {
-    const t = this.times;
-    if (t === null) return;
-    const i = n.slot * TIME_WORDS;
-    if (i + TIME_WORDS > t.length) return;
-    n.atime = t[i]!;
-    n.atimeNsec = t[i + 1]!;
-    n.mtime = t[i + 2]!;
-    n.mtimeNsec = t[i + 3]!;
-    n.ctime = t[i + 4]!;
-    n.ctimeNsec = t[i + 5]!;
-  }
-
-  /** A node slot (replicated: every copy allocates the same slots in the same order). */
-  private allocSlot(): number {
-    return this.freeSlots.length > 0 ? this.freeSlots.pop()! : this.slotHigh++;
-  }
-
-  /**
-   * Copies mode: whether WRITE would change only file bytes and time stamps — inside the file,
-   * on pages that exist, no set-user/group-ID bit to clear — so that it needs no log entry.
-   */
-  private overwrites(ino: number, offset: number, len: number, writeFlags: number): boolean {
-    const n = this.nodes.get(ino);
-    if (n === undefined || n.chunks === null || !(offset >= 0) || offset + len > n.size) return false;
-    if (writeFlags & FUSE_WRITE_KILL_SUIDGID && (n.mode & S_ISUID || (n.mode & (S_ISGID | S_IXGRP)) === (S_ISGID | S_IXGRP))) return false;
-    return len === 0 || this.allocNeed(n as RegNode, offset, offset + len) === 0;
   }
 
   /** relatime: update atime only if it is not newer than mtime/ctime or older than a day. */
-  private accessed(n: Node): void {
-    this.syncTimes(n);
+  private accessed(slot: number): void {
+    const NI = this.st.NI, NF = this.st.NF, i = slot * NODE_WORDS, f = i >> 1;
+    const atime = NF[f + NF_ATIME]!, mtime = NF[f + NF_MTIME]!, ctime = NF[f + NF_CTIME]!;
+    const ans = NI[i + N_ATIME_NS]!;
     if (
-      n.atime < n.mtime || (n.atime === n.mtime && n.atimeNsec <= n.mtimeNsec) ||
-      n.atime < n.ctime || (n.atime === n.ctime && n.atimeNsec <= n.ctimeNsec) ||
-      Date.now() / 1000 - n.atime > 86400 // (a day's precision: no need for the operation's time)
+      atime < mtime || (atime === mtime && ans <= NI[i + N_MTIME_NS]!) ||
+      atime < ctime || (atime === ctime && ans <= NI[i + N_CTIME_NS]!) ||
+      Date.now() / 1000 - atime > 86400 // (a day's precision)
     ) {
-      this.touch(n, T_A);
+      this.touchSlot(slot, T_A);
     }
   }
 
   private node(ino: number): Node {
-    const n = this.nodes.get(ino);
-    if (!n) fail("ENOENT", `no node ${ino}`);
+    const slot = this.st.slotOf(ino);
+    if (slot === 0) fail("ENOENT", `no node ${ino}`);
+    return new Node(this.st, slot);
+  }
+
+  private dirNode(ino: number): Node {
+    const n = this.node(ino);
+    if (!n.isDir) fail("ENOTDIR");
     return n;
   }
 
-  private dirNode(ino: number): Node & { dir: Dir } {
+  private regNode(ino: number): Node {
     const n = this.node(ino);
-    if (!n.dir) fail("ENOTDIR");
-    return n as Node & { dir: Dir };
+    if (!n.isReg) fail(n.isDir ? "EISDIR" : "EINVAL");
+    return n;
   }
 
-  private regNode(ino: number): RegNode {
-    const n = this.node(ino);
-    if (!n.chunks) fail(n.isDir ? "EISDIR" : "EINVAL");
-    return n as RegNode;
+  /** The slot of regular file `ino` (the data path: no Node view). */
+  private regSlot(ino: number): number {
+    const slot = this.st.slotOf(ino);
+    if (slot === 0) fail("ENOENT", `no node ${ino}`);
+    const type = this.st.NI[slot * NODE_WORDS + N_MODE]! & S_IFMT;
+    if (type !== S_IFREG) fail(type === S_IFDIR ? "EISDIR" : "EINVAL");
+    return slot;
+  }
+
+  private parentOf(n: Node): Node {
+    const p = n.parentSlot;
+    return p === 0 ? n : new Node(this.st, p);
   }
 
   private attrOf(n: Node): Attr {
-    this.syncTimes(n);
     return {
       ino: n.ino,
       mode: n.mode,
@@ -865,29 +514,35 @@ export class MemFS implements InodeFS {
   }
 
   private maybeFree(n: Node): void {
-    if (n.freed || n.ino === ROOT || n.nlink > 0 || n.lookups > 0 || n.opens > 0) return;
-    n.freed = true;
-    this.nodes.delete(n.ino);
-    this.used -= n.allocated;
-    n.allocated = 0;
-    if (n.chunks) for (const c of n.chunks.values()) for (const p of c) this.store.release(p);
-    n.chunks = null;
-    n.xattrs = null;
-    n.parent = null;
-    this.freeSlots.push(n.slot);
-    this.inodeCount--;
+    const st = this.st;
+    if (n.slot === ROOT || n.nlink > 0 || n.lookups > 0 || n.opens > 0) return;
+    if (n.isReg) {
+      this.addUsed(n.slot, -n.allocated);
+      for (let c = st.firstChunk(n.slot); c !== 0; c = st.firstChunk(n.slot)) {
+        this.releasePages(c, 0);
+        st.dropChunk(c);
+      }
+    }
+    if (n.isDir) st.freeDir(n.slot);
+    st.setXattrs(n.slot, EMPTY_XATTRS);
+    st.arena.free(st.NI[n.slot * NODE_WORDS + N_TARGET]!);
+    st.freeNode(n.slot);
   }
 
-  /** Check that `name` can be created in `p`; returns p's Dir. */
-  private prepareCreate(p: Node & { dir: Dir }, name: string): void {
+  /**
+   * Check that `name` can be created in `p` and allocate its entry (memfs-state.ts prepare):
+   * after this the operation cannot fail for want of memory. Returns the prepared dirent.
+   */
+  private prepareCreate(p: Node, name: string): number {
     checkName(name);
     if (name === "." || name === "..") fail("EEXIST");
     if (p.nlink === 0) fail("ENOENT", "directory was removed");
-    if (p.dir.map.has(name)) fail("EEXIST");
-    if (this.inodeCount >= this.maxInodes) fail("ENOSPC", "out of inodes");
+    if (this.st.find(p.slot, name) !== 0) fail("EEXIST");
+    if (this.st.nodes.count >= this.maxInodes) fail("ENOSPC", "out of inodes");
+    return this.st.prepare(p.slot, name);
   }
 
-  /** A new node owned by the caller (set-group-ID directories pass on their group). */
+  /** A new node owned by the caller (set-group-ID directories pass on their group). Room was checked. */
   private newNode(ctx: RequestContext, p: Node, mode: number): Node {
     let gid = ctx.gid;
     if (p.mode & S_ISGID) {
@@ -897,118 +552,140 @@ export class MemFS implements InodeFS {
     if ((mode & S_IFMT) !== S_IFDIR && (mode & (S_ISGID | S_IXGRP)) === (S_ISGID | S_IXGRP) && ctx.uid !== 0 && ctx.gid !== gid) {
       mode &= ~S_ISGID;
     }
-    const n = new Node(this.allocSlot(), this.nextIno++, mode, 1, ctx.uid, gid);
+    return this.makeNode(mode, ctx.uid, gid);
+  }
+
+  private makeNode(mode: number, uid: number, gid: number): Node {
+    const slot = this.st.allocNode();
+    if (slot === 0) throw new Error("BUG: memfs: node table full below maxInodes");
+    const n = new Node(this.st, slot);
+    n.mode = mode;
+    n.nlink = 1;
+    n.uid = uid;
+    n.gid = gid;
+    if ((mode & S_IFMT) === S_IFDIR) this.st.initDir(slot);
     this.touch(n, T_A | T_M | T_C);
-    this.nodes.set(n.ino, n);
-    this.inodeCount++;
     return n;
   }
 
-  /** Add `n` to `p` under `name` (name must be free). */
-  private attach(p: Node & { dir: Dir }, name: string, n: Node): void {
-    p.dir.add(name, n);
+  /** Add `n` to `p` through prepared dirent `d`. */
+  private attach(p: Node, d: number, n: Node): void {
+    this.st.add(d, n.slot);
     p.size += BOGO_DIRENT_SIZE;
-    if (n.dir) {
-      n.parent = p;
+    if (n.isDir) {
+      n.parentSlot = p.slot;
       p.nlink++;
     }
     this.touch(p, T_M | T_C);
   }
 
-  /** Remove entry `name` from `p` (exists); does not change the target's nlink. */
-  private detach(p: Node & { dir: Dir }, name: string): Node {
-    const e = p.dir.remove(name)!;
+  /** Remove dirent `d` from `p`; does not change the target's nlink. Returns the target. */
+  private detach(p: Node, d: number): Node {
+    const n = new Node(this.st, this.st.direntNode(d));
+    this.st.remove(d);
     p.size -= BOGO_DIRENT_SIZE;
-    if (e.node.dir) p.nlink--;
-    return e.node;
+    if (n.isDir) p.nlink--;
+    return n;
   }
 
   /** Drop one link of `n` that was just detached. */
   private unlinked(n: Node): void {
-    n.nlink = n.dir ? 0 : n.nlink - 1;
+    n.nlink = n.isDir ? 0 : n.nlink - 1;
     this.touch(n, T_C);
     this.maybeFree(n);
   }
 
   /** Whether `a` is `b` or one of b's ancestors (a directory). */
   private isAncestorOrSelf(a: Node, b: Node): boolean {
-    for (let x: Node | null = b; x; x = x.parent) if (x === a) return true;
+    for (let x = b.slot; x !== 0; x = new Node(this.st, x).parentSlot) if (x === a.slot) return true;
     return false;
   }
 
   private openHandle(n: Node, flags: number): number {
-    const fh = this.nextFh++;
-    this.handles.set(fh, { node: n, flags });
+    const fh = this.st.openHandle(n.slot, flags);
     n.opens++;
     return fh;
   }
 
   private closeHandle(fh: number): void {
-    const h = this.handles.get(fh);
-    if (!h) return;
-    this.handles.delete(fh);
-    h.node.opens--;
-    this.maybeFree(h.node);
+    const slot = this.st.handleNode(fh);
+    if (slot === 0) return;
+    this.st.closeHandle(fh);
+    const n = new Node(this.st, slot);
+    n.opens--;
+    this.maybeFree(n);
   }
 
   // ---- file data ----------------------------------------------------------------------------
-  // A chunk is the list of its pages: it holds the first `pages.length * PAGE` bytes of its
-  // 64 KiB window. The bytes live in the page store (memfs-pages.ts). `this.replaying`: the
-  // bookkeeping only (another copy already moved the bytes).
+  // A chunk (memfs-state.ts) holds the first `pages × PAGE` bytes of its 64 KiB window; its
+  // page numbers are words C_PAGE0.. of its record. The bytes live in the page store. These
+  // helpers work on node slots (no Node view: the data path allocates nothing).
+
+  private addUsed(slot: number, bytes: number): void {
+    this.st.NF[(slot * NODE_WORDS >> 1) + NF_ALLOCATED]! += bytes;
+    this.st.used += bytes;
+  }
+
+  /** Pages in chunk c. */
+  private pagesOf(c: number): number {
+    return this.st.CI[c * CHUNK_WORDS + C_PAGES]!;
+  }
 
   /** Bytes that must be newly allocated so that chunks cover [start, end) (start < end). */
-  private allocNeed(n: RegNode, start: number, end: number): number {
+  private allocNeed(slot: number, start: number, end: number): number {
+    const st = this.st;
     const c0 = Math.floor(start / CHUNK_SIZE);
     const c1 = Math.floor((end - 1) / CHUNK_SIZE);
     const lastWant = roundPage(end - c1 * CHUNK_SIZE);
-    const chunks = n.chunks;
-    if (chunks.size === 0) return (c1 - c0) * CHUNK_SIZE + lastWant;
+    const count = st.chunkCount(slot);
+    if (count === 0) return (c1 - c0) * CHUNK_SIZE + lastWant;
     let need = 0;
-    if (c1 - c0 < chunks.size) {
+    if (c1 - c0 < count) {
       for (let i = c0; i <= c1; i++) {
         const want = i === c1 ? lastWant : CHUNK_SIZE;
-        const have = (chunks.get(i)?.length ?? 0) * PAGE;
+        const c = st.chunk(slot, i);
+        const have = c === 0 ? 0 : this.pagesOf(c) * PAGE;
         if (want > have) need += want - have;
       }
     } else {
       need = (c1 - c0) * CHUNK_SIZE + lastWant;
-      for (const [i, c] of chunks) {
+      for (let c = st.firstChunk(slot); c !== 0; c = st.chunkNext(c)) {
+        const i = st.chunkIndex(c);
         if (i < c0 || i > c1) continue;
-        need -= Math.min(c.length * PAGE, i === c1 ? lastWant : CHUNK_SIZE);
+        need -= Math.min(this.pagesOf(c) * PAGE, i === c1 ? lastWant : CHUNK_SIZE);
       }
     }
     return need;
   }
 
   /** The chunk `idx`, allocated or grown to hold at least `len` bytes. Space was checked. */
-  private chunkFor(n: RegNode, idx: number, len: number): Chunk {
-    let c = n.chunks.get(idx);
-    if (!c) {
-      c = [];
-      n.chunks.set(idx, c);
-    }
+  private chunkFor(slot: number, idx: number, len: number): number {
+    const st = this.st;
+    let c = st.chunk(slot, idx);
+    if (c === 0) c = st.newChunk(slot, idx);
     const want = Math.ceil(len / PAGE);
-    if (c.length >= want) return c;
-    const added = want - c.length;
-    const store = this.store;
-    while (c.length < want) {
+    const CI = st.CI, at = c * CHUNK_WORDS;
+    const have = CI[at + C_PAGES]!;
+    if (have >= want) return c;
+    const store = st.pages;
+    for (let k = have; k < want; k++) {
       const p = store.alloc();
-      if (store.reused && !this.replaying) store.viewOf(p).fill(0, pageOffset(p), pageOffset(p) + PAGE);
-      c.push(p);
+      if (store.reused) store.viewOf(p).fill(0, pageOffset(p), pageOffset(p) + PAGE);
+      CI[at + C_PAGE0 + k] = p;
     }
-    n.allocated += added * PAGE;
-    this.used += added * PAGE;
+    CI[at + C_PAGES] = want;
+    this.addUsed(slot, (want - have) * PAGE);
     return c;
   }
 
   /** Copy data[src, src + len) into chunk `c` at byte `inOff` (the pages exist). */
-  private copyIn(c: Chunk, inOff: number, data: Uint8Array, src: number, len: number): void {
-    const store = this.store;
+  private copyIn(c: number, inOff: number, data: Uint8Array, src: number, len: number): void {
+    const store = this.st.pages, CI = this.st.CI, at = c * CHUNK_WORDS + C_PAGE0;
     while (len > 0) {
       const k = Math.floor(inOff / PAGE);
       const po = inOff - k * PAGE;
       const take = Math.min(PAGE - po, len);
-      const p = c[k]!;
+      const p = CI[at + k]!;
       bufferCopy.call(data, store.viewOf(p), pageOffset(p) + po, src, src + take);
       inOff += take;
       src += take;
@@ -1017,13 +694,13 @@ export class MemFS implements InodeFS {
   }
 
   /** Copy chunk `c` bytes [inOff, inOff + len) (inside its pages) into out at `dst`. */
-  private copyOut(c: Chunk, inOff: number, out: Uint8Array, dst: number, len: number): void {
-    const store = this.store;
+  private copyOut(c: number, inOff: number, out: Uint8Array, dst: number, len: number): void {
+    const store = this.st.pages, CI = this.st.CI, base = c * CHUNK_WORDS + C_PAGE0;
     while (len > 0) {
       const k = Math.floor(inOff / PAGE);
       const po = inOff - k * PAGE;
       const take = Math.min(PAGE - po, len);
-      const p = c[k]!;
+      const p = CI[base + k]!;
       const at = pageOffset(p) + po;
       const v = store.views[Math.floor(p / SEG_PAGES)];
       // A page nobody wrote yet (fallocate) may lie past the segment's grown length: zeros.
@@ -1035,52 +712,50 @@ export class MemFS implements InodeFS {
     }
   }
 
-  /** Zero chunk bytes [a, b) (inside its pages; executing copy only). */
-  private zeroIn(c: Chunk, a: number, b: number): void {
-    if (this.replaying) return;
-    const store = this.store;
+  /** Zero chunk bytes [a, b) (inside its pages). */
+  private zeroIn(c: number, a: number, b: number): void {
+    const store = this.st.pages, CI = this.st.CI, base = c * CHUNK_WORDS + C_PAGE0;
     while (a < b) {
       const k = Math.floor(a / PAGE);
       const po = a - k * PAGE;
       const take = Math.min(PAGE - po, b - a);
-      const p = c[k]!;
+      const p = CI[base + k]!;
       const at = pageOffset(p) + po;
-      store.viewOf(p).fill(0, at, at + take);
+      const v = store.views[Math.floor(p / SEG_PAGES)]!;
+      if (v.length >= at + take) v.fill(0, at, at + take); // (past the grown length: zero already)
       a += take;
     }
   }
 
-  /**
-   * Copy `len` bytes of `data` into the file at `pos` (does not change size or times). Throws
-   * ENOSPC. `data` null: a replay (bookkeeping only).
-   */
-  private writeBytes(n: RegNode, pos: number, data: Uint8Array | null, len: number): void {
+  /** Copy `len` bytes of `data` into the file at `pos` (does not change size or times). Throws ENOSPC. */
+  private writeBytes(slot: number, pos: number, data: Uint8Array, len: number): void {
     if (len === 0) return;
     const end = pos + len;
-    const need = this.allocNeed(n, pos, end);
-    if (need > 0 && this.used + need > this.maxBytes) fail("ENOSPC");
+    const need = this.allocNeed(slot, pos, end);
+    if (need > 0 && this.st.used + need > this.maxBytes) fail("ENOSPC");
     let src = 0;
     while (src < len) {
       const idx = Math.floor(pos / CHUNK_SIZE);
       const inOff = pos - idx * CHUNK_SIZE;
       const take = Math.min(CHUNK_SIZE - inOff, len - src);
-      const chunk = this.chunkFor(n, idx, inOff + take);
-      if (data && !this.replaying) this.copyIn(chunk, inOff, data, src, take);
+      const chunk = this.chunkFor(slot, idx, inOff + take);
+      this.copyIn(chunk, inOff, data, src, take);
       src += take;
       pos += take;
     }
   }
 
   /** Copy file bytes [pos, pos + count) into out[0..count) (holes read as zeros). */
-  private readBytes(n: RegNode, pos: number, count: number, out: Uint8Array): void {
+  private readBytes(slot: number, pos: number, count: number, out: Uint8Array): void {
+    const st = this.st;
     let dst = 0;
     while (dst < count) {
       const idx = Math.floor(pos / CHUNK_SIZE);
       const inOff = pos - idx * CHUNK_SIZE;
       const take = Math.min(CHUNK_SIZE - inOff, count - dst);
-      const c = n.chunks.get(idx);
-      const have = c ? c.length * PAGE : 0;
-      if (c && inOff < have) {
+      const c = st.chunk(slot, idx);
+      const have = c === 0 ? 0 : this.pagesOf(c) * PAGE;
+      if (c !== 0 && inOff < have) {
         const avail = Math.min(take, have - inOff);
         this.copyOut(c, inOff, out, dst, avail);
         if (avail < take) out.fill(0, dst + avail, dst + take);
@@ -1092,62 +767,70 @@ export class MemFS implements InodeFS {
     }
   }
 
-  private dropChunk(n: RegNode, idx: number, c: Chunk): void {
-    n.chunks.delete(idx);
-    for (const p of c) this.store.release(p);
-    n.allocated -= c.length * PAGE;
-    this.used -= c.length * PAGE;
+  /** Give back chunk c's pages from page `keep` on. */
+  private releasePages(c: number, keep: number): void {
+    const CI = this.st.CI, at = c * CHUNK_WORDS;
+    for (let k = CI[at + C_PAGES]! - 1; k >= keep; k--) this.st.pages.release(CI[at + C_PAGE0 + k]!);
+    CI[at + C_PAGES] = keep;
+  }
+
+  private dropChunk(slot: number, c: number): void {
+    this.addUsed(slot, -this.pagesOf(c) * PAGE);
+    this.releasePages(c, 0);
+    this.st.dropChunk(c);
   }
 
   /** Keep the first `pages` pages of chunk `c`. */
-  private shrinkChunk(n: RegNode, c: Chunk, pages: number): void {
-    const drop = c.length - pages;
-    for (let k = c.length - 1; k >= pages; k--) this.store.release(c[k]!);
-    c.length = pages;
-    n.allocated -= drop * PAGE;
-    this.used -= drop * PAGE;
+  private shrinkChunk(slot: number, c: number, pages: number): void {
+    this.addUsed(slot, -(this.pagesOf(c) - pages) * PAGE);
+    this.releasePages(c, pages);
   }
 
   /** Zero [start, end) and free what becomes unneeded (punch hole). Does not change size. */
-  private zeroRange(n: RegNode, start: number, end: number): void {
-    if (end <= start || n.chunks.size === 0) return;
+  private zeroRange(slot: number, start: number, end: number): void {
+    const st = this.st;
+    const count = st.chunkCount(slot);
+    if (end <= start || count === 0) return;
     const c0 = Math.floor(start / CHUNK_SIZE);
     const c1 = Math.floor((end - 1) / CHUNK_SIZE);
-    const visit = (idx: number, c: Chunk): void => {
+    const visit = (idx: number, c: number): void => {
       const base = idx * CHUNK_SIZE;
       const a = Math.max(start, base) - base;
       const b = Math.min(end, base + CHUNK_SIZE) - base;
-      const have = c.length * PAGE;
+      const have = this.pagesOf(c) * PAGE;
       if (a >= have) return;
       if (b >= have) {
-        if (a === 0) this.dropChunk(n, idx, c);
-        else if (a % PAGE === 0) this.shrinkChunk(n, c, a / PAGE);
+        if (a === 0) this.dropChunk(slot, c);
+        else if (a % PAGE === 0) this.shrinkChunk(slot, c, a / PAGE);
         else {
           const keep = roundPage(a);
           this.zeroIn(c, a, keep);
-          if (keep < have) this.shrinkChunk(n, c, keep / PAGE);
+          if (keep < have) this.shrinkChunk(slot, c, keep / PAGE);
         }
       } else {
         this.zeroIn(c, a, b);
       }
     };
-    if (c1 - c0 < n.chunks.size) {
+    if (c1 - c0 < count) {
       for (let i = c0; i <= c1; i++) {
-        const c = n.chunks.get(i);
-        if (c) visit(i, c);
+        const c = st.chunk(slot, i);
+        if (c !== 0) visit(i, c);
       }
     } else {
-      // Collect first: visit may delete from the map.
-      const hit: [number, Chunk][] = [];
-      for (const [i, c] of n.chunks) if (i >= c0 && i <= c1) hit.push([i, c]);
-      for (const [i, c] of hit) visit(i, c);
+      // Collect first: visit may drop chunks from the list.
+      const hit: number[] = [];
+      for (let c = st.firstChunk(slot); c !== 0; c = st.chunkNext(c)) {
+        const i = st.chunkIndex(c);
+        if (i >= c0 && i <= c1) hit.push(c);
+      }
+      for (const c of hit) visit(st.chunkIndex(c), c);
     }
   }
 
   /** Change the size of a regular file; shrinking frees and zeroes everything past the new end. */
-  private resize(n: RegNode, size: number): void {
+  private resize(n: Node, size: number): void {
     // Shrinking also drops chunks preallocated past EOF (FALLOC_FL_KEEP_SIZE), like Linux.
-    if (size < n.size) this.zeroRange(n, size, Number.MAX_SAFE_INTEGER);
+    if (size < n.size) this.zeroRange(n.slot, size, Number.MAX_SAFE_INTEGER);
     n.size = size;
   }
 
@@ -1162,16 +845,17 @@ export class MemFS implements InodeFS {
   lookup(_ctx: RequestContext, parent: number, name: string): Entry {
     const p = this.dirNode(parent);
     if (name === ".") return this.entry(p);
-    if (name === "..") return this.entry(p.parent ?? p);
+    if (name === "..") return this.entry(this.parentOf(p));
     checkName(name);
-    const e = p.dir.map.get(name);
-    if (!e) fail("ENOENT");
-    return this.entry(e.node);
+    const d = this.st.find(p.slot, name);
+    if (d === 0) fail("ENOENT");
+    return this.entry(new Node(this.st, this.st.direntNode(d)));
   }
 
   forget(ino: number, nlookup: number): void {
-    const n = this.nodes.get(ino);
-    if (!n) return;
+    const slot = this.st.slotOf(ino);
+    if (slot === 0) return;
+    const n = new Node(this.st, slot);
     n.lookups = Math.max(0, n.lookups - nlookup);
     this.maybeFree(n);
   }
@@ -1186,7 +870,7 @@ export class MemFS implements InodeFS {
     // Validate everything before changing anything.
     if (size !== undefined) {
       if (n.isDir) fail("EISDIR");
-      if (!n.chunks) fail("EINVAL");
+      if (!n.isReg) fail("EINVAL");
       if (!Number.isInteger(size) || size < 0) fail("EINVAL");
       if (size > MAX_FILE_SIZE) fail("EFBIG");
     }
@@ -1195,12 +879,10 @@ export class MemFS implements InodeFS {
         fail("EINVAL", "bad timestamp");
       }
     }
-    const [nowS, nowNs] = this.now();
-    this.syncTimes(n); // the stamps this call leaves alone are published again below
-    if (size !== undefined && n.chunks) {
-      const f = n as RegNode;
-      if (size !== f.size) {
-        this.resize(f, size);
+    const [nowS, nowNs] = nowTimespec();
+    if (size !== undefined && n.isReg) {
+      if (size !== n.size) {
+        this.resize(n, size);
         n.mtime = nowS;
         n.mtimeNsec = nowNs;
       }
@@ -1221,27 +903,34 @@ export class MemFS implements InodeFS {
       n.ctime = nowS;
       n.ctimeNsec = nowNs;
     }
-    this.putTimes(n, T_A | T_M | T_C);
     return this.attrOf(n);
   }
 
   readlink(_ctx: RequestContext, ino: number): string {
     const n = this.node(ino);
-    if (n.target === null) fail("EINVAL");
-    this.accessed(n);
-    return n.target;
+    const target = n.target;
+    if (target === null) fail("EINVAL");
+    this.accessed(n.slot);
+    return target;
   }
 
   symlink(ctx: RequestContext, parent: number, name: string, target: string): Entry {
     const p = this.dirNode(parent);
-    this.prepareCreate(p, name);
+    checkName(name);
     if (target.length === 0) fail("ENOENT");
     const len = nameByteLength(target);
     if (len >= PATH_MAX) fail("ENAMETOOLONG");
+    const d = this.prepareCreate(p, name);
+    const off = this.st.putString(target);
+    if (off === 0) {
+      this.st.unprepare(d);
+      fail("ENOSPC", "memfs: name arena full");
+    }
     const n = this.newNode(ctx, p, S_IFLNK | 0o777);
-    n.target = target;
+    this.st.NI[n.slot * NODE_WORDS + N_TARGET] = off;
+    this.st.NI[n.slot * NODE_WORDS + N_TARGET_LEN] = target.length;
     n.size = len;
-    this.attach(p, name, n);
+    this.attach(p, d, n);
     return this.entry(n);
   }
 
@@ -1254,34 +943,32 @@ export class MemFS implements InodeFS {
       default: fail("EINVAL", "bad file type");
     }
     const p = this.dirNode(parent);
-    this.prepareCreate(p, name);
+    const d = this.prepareCreate(p, name);
     const n = this.newNode(ctx, p, type | (mode & 0o7777 & ~umask));
-    if (type === S_IFREG) n.chunks = new Map();
-    else if (type === S_IFCHR || type === S_IFBLK) n.rdev = rdev;
-    this.attach(p, name, n);
+    if (type === S_IFCHR || type === S_IFBLK) n.rdev = rdev;
+    this.attach(p, d, n);
     return this.entry(n);
   }
 
   mkdir(ctx: RequestContext, parent: number, name: string, mode: number, umask: number): Entry {
     const p = this.dirNode(parent);
-    this.prepareCreate(p, name);
+    const d = this.prepareCreate(p, name);
     const n = this.newNode(ctx, p, S_IFDIR | (mode & 0o7777 & ~umask));
     n.nlink = 2;
-    n.dir = new Dir();
     n.size = 2 * BOGO_DIRENT_SIZE;
-    this.attach(p, name, n);
+    this.attach(p, d, n);
     return this.entry(n);
   }
 
   unlink(_ctx: RequestContext, parent: number, name: string): void {
     const p = this.dirNode(parent);
     checkName(name);
-    const e = p.dir.map.get(name);
-    if (!e) fail(name === "." || name === ".." ? "EISDIR" : "ENOENT");
-    if (e.node.dir) fail("EISDIR");
-    this.detach(p, name);
+    const d = this.st.find(p.slot, name);
+    if (d === 0) fail(name === "." || name === ".." ? "EISDIR" : "ENOENT");
+    if (new Node(this.st, this.st.direntNode(d)).isDir) fail("EISDIR");
+    const n = this.detach(p, d);
     this.touch(p, T_M | T_C);
-    this.unlinked(e.node);
+    this.unlinked(n);
   }
 
   rmdir(_ctx: RequestContext, parent: number, name: string): void {
@@ -1289,12 +976,12 @@ export class MemFS implements InodeFS {
     if (name === ".") fail("EINVAL");
     if (name === "..") fail("ENOTEMPTY");
     checkName(name);
-    const e = p.dir.map.get(name);
-    if (!e) fail("ENOENT");
-    const n = e.node;
-    if (!n.dir) fail("ENOTDIR");
-    if (n.dir.map.size > 0) fail("ENOTEMPTY");
-    this.detach(p, name);
+    const d = this.st.find(p.slot, name);
+    if (d === 0) fail("ENOENT");
+    const n = new Node(this.st, this.st.direntNode(d));
+    if (!n.isDir) fail("ENOTDIR");
+    if (n.entries > 0) fail("ENOTEMPTY");
+    this.detach(p, d);
     this.touch(p, T_M | T_C);
     this.unlinked(n);
   }
@@ -1302,43 +989,44 @@ export class MemFS implements InodeFS {
   rename(_ctx: RequestContext, parent: number, name: string, newParent: number, newName: string, flags: number): void {
     if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE | RENAME_WHITEOUT)) fail("EINVAL", "unknown rename flags");
     if ((flags & RENAME_EXCHANGE) && (flags & (RENAME_NOREPLACE | RENAME_WHITEOUT))) fail("EINVAL");
+    const st = this.st;
     const op = this.dirNode(parent);
     const np = this.dirNode(newParent);
     checkName(name);
     checkName(newName);
     if (name === "." || name === ".." || newName === "." || newName === "..") fail("EBUSY");
-    const se = op.dir.map.get(name);
-    if (!se) fail("ENOENT");
-    const src = se.node;
-    const te = np.dir.map.get(newName);
-    const tgt = te?.node;
+    const se = st.find(op.slot, name);
+    if (se === 0) fail("ENOENT");
+    const src = new Node(st, st.direntNode(se));
+    const te = st.find(np.slot, newName);
+    const tgt = te === 0 ? null : new Node(st, st.direntNode(te));
     if ((flags & RENAME_NOREPLACE) && tgt) fail("EEXIST");
     if ((flags & RENAME_EXCHANGE) && !tgt) fail("ENOENT");
     if (np.nlink === 0) fail("ENOENT");
     // A directory cannot move into its own subtree; the target cannot be an ancestor of the source.
-    if (src.dir && this.isAncestorOrSelf(src, np)) fail("EINVAL", "cannot move a directory into itself");
-    if (tgt?.dir && this.isAncestorOrSelf(tgt, op)) fail(flags & RENAME_EXCHANGE ? "EINVAL" : "ENOTEMPTY");
-    if (src === tgt) return; // same inode: POSIX says do nothing
+    if (src.isDir && this.isAncestorOrSelf(src, np)) fail("EINVAL", "cannot move a directory into itself");
+    if (tgt?.isDir && this.isAncestorOrSelf(tgt, op)) fail(flags & RENAME_EXCHANGE ? "EINVAL" : "ENOTEMPTY");
+    if (tgt && src.slot === tgt.slot) return; // same inode: POSIX says do nothing
     const exchange = (flags & RENAME_EXCHANGE) !== 0;
     if (tgt && !exchange) {
-      if (src.dir && !tgt.dir) fail("ENOTDIR");
-      if (!src.dir && tgt.dir) fail("EISDIR");
-      if (tgt.dir && tgt.dir.map.size > 0) fail("ENOTEMPTY");
+      if (src.isDir && !tgt.isDir) fail("ENOTDIR");
+      if (!src.isDir && tgt.isDir) fail("EISDIR");
+      if (tgt.isDir && tgt.entries > 0) fail("ENOTEMPTY");
     }
     const whiteout = (flags & RENAME_WHITEOUT) !== 0;
-    if (whiteout && this.inodeCount >= this.maxInodes) fail("ENOSPC");
+    if (whiteout && st.nodes.count >= this.maxInodes) fail("ENOSPC");
 
-    if (exchange && te && tgt) {
-      se.node = tgt;
-      te.node = src;
-      if (op !== np) {
-        if (src.dir) {
-          src.parent = np;
+    if (exchange && tgt) {
+      st.setDirentNode(se, tgt.slot);
+      st.setDirentNode(te, src.slot);
+      if (op.slot !== np.slot) {
+        if (src.isDir) {
+          src.parentSlot = np.slot;
           op.nlink--;
           np.nlink++;
         }
-        if (tgt.dir) {
-          tgt.parent = op;
+        if (tgt.isDir) {
+          tgt.parentSlot = op.slot;
           np.nlink--;
           op.nlink++;
         }
@@ -1346,39 +1034,45 @@ export class MemFS implements InodeFS {
       this.touch(src, T_C);
       this.touch(tgt, T_C);
       this.touch(op, T_M | T_C);
-      if (np !== op) this.touch(np, T_M | T_C);
+      if (np.slot !== op.slot) this.touch(np, T_M | T_C);
       return;
     }
 
+    // Allocate first (the new entry, the whiteout's), then change.
+    const d = st.prepare(np.slot, newName);
+    let dw = 0;
+    if (whiteout) {
+      try {
+        dw = st.prepare(op.slot, name);
+      } catch (e) {
+        st.unprepare(d);
+        throw e;
+      }
+    }
     if (tgt) {
-      this.detach(np, newName);
+      this.detach(np, te);
       this.unlinked(tgt);
     }
-    this.detach(op, name);
-    this.attach(np, newName, src);
+    this.detach(op, se);
+    this.attach(np, d, src);
     this.touch(src, T_C);
     this.touch(op, T_M | T_C);
-    if (whiteout) {
-      const w = new Node(this.allocSlot(), this.nextIno++, S_IFCHR, 1, src.uid, src.gid);
-      this.touch(w, T_A | T_M | T_C);
-      this.nodes.set(w.ino, w);
-      this.inodeCount++;
-      this.attach(op, name, w);
-    }
+    if (whiteout) this.attach(op, dw, this.makeNode(S_IFCHR, src.uid, src.gid));
   }
 
   link(_ctx: RequestContext, ino: number, newParent: number, newName: string): Entry {
     const n = this.node(ino);
     const p = this.dirNode(newParent);
-    if (n.dir) fail("EPERM", "hard links to directories are not allowed");
+    if (n.isDir) fail("EPERM", "hard links to directories are not allowed");
     checkName(newName);
     if (newName === "." || newName === "..") fail("EEXIST");
     if (p.nlink === 0) fail("ENOENT");
-    if (p.dir.map.has(newName)) fail("EEXIST");
+    if (this.st.find(p.slot, newName) !== 0) fail("EEXIST");
     if (n.nlink === 0) fail("ENOENT", "source was unlinked");
+    const d = this.st.prepare(p.slot, newName);
     n.nlink++;
     this.touch(n, T_C);
-    this.attach(p, newName, n);
+    this.attach(p, d, n);
     return this.entry(n);
   }
 
@@ -1387,21 +1081,22 @@ export class MemFS implements InodeFS {
   create(ctx: RequestContext, parent: number, name: string, mode: number, umask: number, flags: number): CreateReply {
     const p = this.dirNode(parent);
     checkName(name);
-    const existing = p.dir.map.get(name);
+    const existing = this.st.find(p.slot, name);
     let n: Node;
-    if (existing) {
+    if (existing !== 0) {
       if (flags & O_EXCL) fail("EEXIST");
-      n = existing.node;
-      if (n.dir) fail("EISDIR");
-      if ((flags & O_TRUNC) && n.chunks) {
-        this.resize(n as RegNode, 0);
+      n = new Node(this.st, this.st.direntNode(existing));
+      if (n.isDir) fail("EISDIR");
+      if (!this.st.handles.canAlloc()) fail("ENFILE");
+      if ((flags & O_TRUNC) && n.isReg) {
+        this.resize(n, 0);
         this.touch(n, T_M | T_C);
       }
     } else {
-      this.prepareCreate(p, name);
+      if (!this.st.handles.canAlloc()) fail("ENFILE");
+      const d = this.prepareCreate(p, name);
       n = this.newNode(ctx, p, S_IFREG | (mode & 0o7777 & ~umask));
-      n.chunks = new Map();
-      this.attach(p, name, n);
+      this.attach(p, d, n);
     }
     const fh = this.openHandle(n, flags);
     return { entry: this.entry(n), open: { fh } };
@@ -1409,35 +1104,50 @@ export class MemFS implements InodeFS {
 
   open(_ctx: RequestContext, ino: number, flags: number): OpenReply {
     const n = this.node(ino);
-    if (n.dir) fail("EISDIR");
-    if ((flags & O_TRUNC) && n.chunks) {
-      this.resize(n as RegNode, 0);
+    if (n.isDir) fail("EISDIR");
+    if (!this.st.handles.canAlloc()) fail("ENFILE");
+    if ((flags & O_TRUNC) && n.isReg) {
+      this.resize(n, 0);
       this.touch(n, T_M | T_C);
     }
     return { fh: this.openHandle(n, flags) };
   }
 
   read(_ctx: RequestContext, ino: number, _fh: number, offset: number, size: number, out: Uint8Array): number {
-    const n = this.regNode(ino);
-    if (offset < 0) fail("EINVAL");
-    if (offset >= n.size || size === 0) return 0;
-    const count = Math.min(size, n.size - offset, out.length);
-    this.readBytes(n, offset, count, out);
-    this.accessed(n);
-    return count;
+    const m = this.st.mutex;
+    m.lock();
+    try {
+      const slot = this.regSlot(ino);
+      if (offset < 0) fail("EINVAL");
+      const fileSize = this.st.NF[(slot * NODE_WORDS >> 1) + NF_SIZE]!;
+      if (offset >= fileSize || size === 0) return 0;
+      const count = Math.min(size, fileSize - offset, out.length);
+      this.readBytes(slot, offset, count, out);
+      this.accessed(slot);
+      return count;
+    } finally {
+      m.unlock();
+    }
   }
 
   write(_ctx: RequestContext, ino: number, _fh: number, offset: number, data: Uint8Array, writeFlags: number, _openFlags: number): number {
-    const n = this.regNode(ino);
-    if (offset < 0) fail("EINVAL");
-    const len = data.length;
-    if (len === 0) return 0;
-    if (offset + len > MAX_FILE_SIZE) fail("EFBIG");
-    this.writeBytes(n, offset, data, len);
-    if (offset + len > n.size) n.size = offset + len;
-    if (writeFlags & FUSE_WRITE_KILL_SUIDGID) this.killSuidSgid(n);
-    this.touch(n, T_M | T_C);
-    return len;
+    const m = this.st.mutex;
+    m.lock();
+    try {
+      const slot = this.regSlot(ino);
+      if (offset < 0) fail("EINVAL");
+      const len = data.length;
+      if (len === 0) return 0;
+      if (offset + len > MAX_FILE_SIZE) fail("EFBIG");
+      this.writeBytes(slot, offset, data, len);
+      const f = (slot * NODE_WORDS >> 1) + NF_SIZE;
+      if (offset + len > this.st.NF[f]!) this.st.NF[f] = offset + len;
+      if (writeFlags & FUSE_WRITE_KILL_SUIDGID) this.killSuidSgid(new Node(this.st, slot));
+      this.touchSlot(slot, T_M | T_C);
+      return len;
+    } finally {
+      m.unlock();
+    }
   }
 
   flush(): void {}
@@ -1452,10 +1162,12 @@ export class MemFS implements InodeFS {
 
   opendir(_ctx: RequestContext, ino: number, flags: number): OpenReply {
     const n = this.dirNode(ino);
+    if (!this.st.handles.canAlloc()) fail("ENFILE");
     return { fh: this.openHandle(n, flags) };
   }
 
   readdir(_ctx: RequestContext, ino: number, _fh: number, offset: number, filler: DirFiller): void {
+    const st = this.st;
     const n = this.dirNode(ino);
     if (n.nlink === 0) return; // removed directory: empty, without even "." and ".."
     const plus = filler.plus;
@@ -1463,21 +1175,18 @@ export class MemFS implements InodeFS {
       if (!filler.add(".", 1, { ino: n.ino, attr: this.attrOf(n) })) return;
     }
     if (offset < 2) {
-      const up = n.parent ?? n;
+      const up = this.parentOf(n);
       if (!filler.add("..", 2, { ino: up.ino, attr: this.attrOf(up) })) return;
     }
-    const list = n.dir.list;
-    for (let i = n.dir.firstAfter(offset); i < list.length; i++) {
-      const e = list[i]!;
-      if (!e.live) continue;
-      const c = e.node;
-      if (!filler.add(e.name, e.cookie, { ino: c.ino, attr: this.attrOf(c) })) break;
-        if (plus) {
-        c.lookups++;
-        this.plusRefs?.push(c.ino);
-      }
+    const len = st.listLength(n.slot);
+    for (let k = st.firstAfter(n.slot, offset); k < len; k++) {
+      const d = st.listDirent(n.slot, k);
+      if (d === 0) continue;
+      const c = new Node(st, st.direntNode(d));
+      if (!filler.add(st.direntName(d), st.direntCookie(d), { ino: c.ino, attr: this.attrOf(c) })) break;
+      if (plus) c.lookups++;
     }
-    this.accessed(n);
+    this.accessed(n.slot);
   }
 
   releasedir(_ctx: RequestContext, _ino: number, fh: number): void {
@@ -1490,13 +1199,13 @@ export class MemFS implements InodeFS {
 
   statfs(): Statfs {
     const blocks = Math.floor(this.maxBytes / PAGE);
-    const free = Math.max(0, Math.floor((this.maxBytes - this.used) / PAGE));
+    const free = Math.max(0, Math.floor((this.maxBytes - this.st.used) / PAGE));
     return {
       blocks,
       bfree: free,
       bavail: free,
       files: this.maxInodes,
-      ffree: Math.max(0, this.maxInodes - this.inodeCount),
+      ffree: Math.max(0, this.maxInodes - this.st.nodes.count),
       bsize: PAGE,
       namelen: NAME_MAX,
       frsize: PAGE,
@@ -1522,34 +1231,37 @@ export class MemFS implements InodeFS {
     if (flags & ~(XATTR_CREATE | XATTR_REPLACE)) fail("EINVAL", "bad xattr flags");
     const ns = this.xattrNamespace(name);
     if (value.length > XATTR_SIZE_MAX) fail("E2BIG");
-    if (ns === "user" && !n.chunks && !n.dir) fail("EPERM", "user xattrs only on files and directories");
-    if (name === "system.posix_acl_default" && !n.dir) fail("EACCES");
-    const old = n.xattrs?.get(name);
+    if (ns === "user" && !n.isReg && !n.isDir) fail("EPERM", "user xattrs only on files and directories");
+    if (name === "system.posix_acl_default" && !n.isDir) fail("EACCES");
+    const set = this.st.xattrs(n.slot);
+    const old = set.get(name);
     if ((flags & XATTR_CREATE) && old) fail("EEXIST");
     if ((flags & XATTR_REPLACE) && !old) fail("ENODATA");
-    n.xattrs ??= new Map();
-    n.xattrs.set(name, value.slice());
+    set.set(name, value);
+    this.st.setXattrs(n.slot, set); // (copies the value)
     this.touch(n, T_C);
   }
 
   getxattr(_ctx: RequestContext, ino: number, name: string): Uint8Array {
     const n = this.node(ino);
     this.xattrNamespace(name);
-    const v = n.xattrs?.get(name);
+    const v = this.st.xattr(n.slot, name);
     if (!v) fail("ENODATA");
     return v;
   }
 
   listxattr(_ctx: RequestContext, ino: number): string[] {
     const n = this.node(ino);
-    return n.xattrs ? [...n.xattrs.keys()] : [];
+    return this.st.hasXattrs(n.slot) ? [...this.st.xattrs(n.slot).keys()] : [];
   }
 
   removexattr(_ctx: RequestContext, ino: number, name: string): void {
     const n = this.node(ino);
     const ns = this.xattrNamespace(name);
-    if (ns === "user" && !n.chunks && !n.dir) fail("EPERM");
-    if (!n.xattrs?.delete(name)) fail("ENODATA");
+    if (ns === "user" && !n.isReg && !n.isDir) fail("EPERM");
+    const set = this.st.xattrs(n.slot);
+    if (!set.delete(name)) fail("ENODATA");
+    this.st.setXattrs(n.slot, set);
     this.touch(n, T_C);
   }
 
@@ -1559,7 +1271,7 @@ export class MemFS implements InodeFS {
     if (mask === 0) return;
     if (ctx.uid === 0) {
       // root may read and write anything; execute needs some x bit (directories: always searchable)
-      if ((mask & X_OK) && !n.dir && (n.mode & 0o111) === 0) fail("EACCES");
+      if ((mask & X_OK) && !n.isDir && (n.mode & 0o111) === 0) fail("EACCES");
       return;
     }
     let bits: number;
@@ -1577,31 +1289,36 @@ export class MemFS implements InodeFS {
     const end = offset + length;
     if (end > MAX_FILE_SIZE) fail("EFBIG");
     if (mode & FALLOC_FL_PUNCH_HOLE) {
-      this.zeroRange(n, offset, end);
+      this.zeroRange(n.slot, offset, end);
       this.touch(n, T_M | T_C);
       return;
     }
-    const need = this.allocNeed(n, offset, end);
-    if (need > 0 && this.used + need > this.maxBytes) fail("ENOSPC");
+    const need = this.allocNeed(n.slot, offset, end);
+    if (need > 0 && this.st.used + need > this.maxBytes) fail("ENOSPC");
     const c0 = Math.floor(offset / CHUNK_SIZE);
     const c1 = Math.floor((end - 1) / CHUNK_SIZE);
-    for (let i = c0; i <= c1; i++) this.chunkFor(n, i, i === c1 ? end - c1 * CHUNK_SIZE : CHUNK_SIZE);
+    for (let i = c0; i <= c1; i++) this.chunkFor(n.slot, i, i === c1 ? end - c1 * CHUNK_SIZE : CHUNK_SIZE);
     if (!(mode & FALLOC_FL_KEEP_SIZE) && end > n.size) n.size = end;
     this.touch(n, T_C);
   }
 
   lseek(_ctx: RequestContext, ino: number, _fh: number, offset: number, whence: number): number {
+    const st = this.st;
     const n = this.regNode(ino);
     if (whence !== SEEK_DATA && whence !== SEEK_HOLE) fail("EINVAL");
     if (offset < 0 || offset >= n.size) fail("ENXIO");
     const size = n.size;
-    const chunks = n.chunks;
+    const slot = n.slot;
+    const bytesIn = (idx: number): number => {
+      const c = st.chunk(slot, idx);
+      return c === 0 ? 0 : this.pagesOf(c) * PAGE;
+    };
     if (whence === SEEK_HOLE) {
       let pos = offset;
       for (;;) {
         const idx = Math.floor(pos / CHUNK_SIZE);
         const base = idx * CHUNK_SIZE;
-        const have = (chunks.get(idx)?.length ?? 0) * PAGE;
+        const have = bytesIn(idx);
         if (pos >= base + have) return Math.min(pos, size);
         if (have < CHUNK_SIZE) return Math.min(base + have, size);
         pos = base + CHUNK_SIZE;
@@ -1610,18 +1327,21 @@ export class MemFS implements InodeFS {
     }
     // SEEK_DATA
     const idx = Math.floor(offset / CHUNK_SIZE);
-    if (offset < idx * CHUNK_SIZE + (chunks.get(idx)?.length ?? 0) * PAGE) return offset;
+    if (offset < idx * CHUNK_SIZE + bytesIn(idx)) return offset;
     const lastIdx = Math.floor((size - 1) / CHUNK_SIZE);
     let next = -1;
-    if (lastIdx - idx <= chunks.size) {
+    if (lastIdx - idx <= st.chunkCount(slot)) {
       for (let i = idx + 1; i <= lastIdx; i++) {
-        if (chunks.has(i)) {
+        if (st.chunk(slot, i) !== 0) {
           next = i;
           break;
         }
       }
     } else {
-      for (const i of chunks.keys()) if (i > idx && i <= lastIdx && (next < 0 || i < next)) next = i;
+      for (let c = st.firstChunk(slot); c !== 0; c = st.chunkNext(c)) {
+        const i = st.chunkIndex(c);
+        if (i > idx && i <= lastIdx && (next < 0 || i < next)) next = i;
+      }
     }
     if (next < 0) fail("ENXIO");
     return next * CHUNK_SIZE;
@@ -1629,35 +1349,34 @@ export class MemFS implements InodeFS {
 
   copyFileRange(_ctx: RequestContext, inoIn: number, _fhIn: number, offIn: number, inoOut: number, _fhOut: number, offOut: number, len: number, flags: number): number {
     if (flags !== 0) fail("EINVAL");
+    const st = this.st;
     const src = this.regNode(inoIn);
     const dst = this.regNode(inoOut);
     if (offIn < 0 || offOut < 0 || len < 0) fail("EINVAL");
-    if (src === dst && offIn < offOut + len && offOut < offIn + len) fail("EINVAL", "overlapping ranges in one file");
+    if (src.slot === dst.slot && offIn < offOut + len && offOut < offIn + len) fail("EINVAL", "overlapping ranges in one file");
     if (offIn >= src.size || len === 0) return 0;
     const count = Math.min(len, src.size - offIn);
     if (offOut + count > MAX_FILE_SIZE) fail("EFBIG");
     let done = 0;
+    let bytes: Uint8Array | null = null;
     while (done < count) {
       const pos = offIn + done;
       const idx = Math.floor(pos / CHUNK_SIZE);
       const inOff = pos - idx * CHUNK_SIZE;
       const take = Math.min(CHUNK_SIZE - inOff, count - done);
-      const c = src.chunks.get(idx);
-      const have = c ? c.length * PAGE : 0;
+      const c = st.chunk(src.slot, idx);
+      const have = c === 0 ? 0 : this.pagesOf(c) * PAGE;
       const dpos = offOut + done;
       try {
-        if (c && inOff < have) {
+        if (c !== 0 && inOff < have) {
           const avail = Math.min(take, have - inOff);
-          // The executing copy moves the bytes through a buffer (source and target may be one file).
-          let bytes: Uint8Array | null = null;
-          if (!this.replaying) {
-            bytes = new Uint8Array(avail);
-            this.copyOut(c, inOff, bytes, 0, avail);
-          }
-          this.writeBytes(dst, dpos, bytes, avail);
-          if (avail < take) this.zeroRange(dst, dpos + avail, dpos + take);
+          // Through a buffer: source and target may be one file.
+          bytes ??= new Uint8Array(CHUNK_SIZE);
+          this.copyOut(c, inOff, bytes, 0, avail);
+          this.writeBytes(dst.slot, dpos, bytes, avail);
+          if (avail < take) this.zeroRange(dst.slot, dpos + avail, dpos + take);
         } else {
-          this.zeroRange(dst, dpos, dpos + take); // keep holes sparse
+          this.zeroRange(dst.slot, dpos, dpos + take); // keep holes sparse
         }
       } catch (err) {
         if (done === 0) throw err;
@@ -1668,6 +1387,30 @@ export class MemFS implements InodeFS {
     if (offOut + done > dst.size) dst.size = offOut + done;
     this.touch(dst, T_M | T_C);
     return done;
+  }
+}
+
+const EMPTY_XATTRS = new Map<string, Uint8Array>();
+
+// Every handler (and diagnostic) runs under the state's mutex: one lock, held for the
+// operation only. READ and WRITE take it themselves (the hot path: no wrapper call). The
+// wrapper passes arguments one by one (no rest array: nothing allocated per request).
+{
+  const P = MemFS.prototype as unknown as Record<string, (...a: unknown[]) => unknown>;
+  for (const name of LOCKED) {
+    const f = P[name];
+    if (typeof f !== "function") throw new Error(`BUG: memfs has no method ${name}`);
+    const locked = function (this: MemFS, a: unknown, b: unknown, c: unknown, d: unknown, e: unknown, g: unknown, h: unknown, i: unknown, j: unknown) {
+      const m = (this as unknown as { st: MemState }).st.mutex;
+      m.lock();
+      try {
+        return f.call(this, a, b, c, d, e, g, h, i, j);
+      } finally {
+        m.unlock();
+      }
+    };
+    Object.defineProperty(locked, "name", { value: name });
+    P[name] = locked;
   }
 }
 

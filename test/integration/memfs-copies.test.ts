@@ -1,5 +1,5 @@
-// `--memfs --workers 2` runs memfs as one copy per worker over one shared state (MemFS.copies,
-// lib/fs/memfs-shared.ts): every request is answered on the worker of its CPU, none is
+// `--memfs --workers 2` runs memfs on every worker as a view of one shared state (MemFS.copies,
+// lib/fs/memfs-state.ts): every request is answered on the worker of its CPU, none is
 // forwarded, and whatever one CPU did the other sees — data, names, links, xattrs, readdir
 // order, the space and inode limits, FORGET. Ending the mount under load leaves no hung caller.
 

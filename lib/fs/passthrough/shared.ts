@@ -34,6 +34,16 @@ import { FuseError } from "../errors.ts";
 import type { Attr } from "../types.ts";
 import type { FdCacheState, PassthroughNode } from "./nodes.ts";
 import { decodeName, encodeName } from "../../protocol/names.ts";
+import { MUTEX_WORDS, SharedMutex } from "../../shared/mutex.ts";
+import { growable } from "../../shared/growable.ts";
+
+export { SharedMutex };
+/**
+ * A passthrough handler holds the table's lock across its backing filesystem calls (a slow
+ * backing filesystem can take seconds): the bound past which a waiter fail-stops is longer than
+ * memfs's.
+ */
+const LOCK_BOUND_MS = 30_000;
 
 const TWO32 = 4294967296;
 
@@ -52,7 +62,6 @@ export interface PassthroughShare {
 }
 
 // ---- meta words (Int32Array over `meta`) ---------------------------------------------------
-const M_LOCK = 0;
 const M_COUNT = 1; // nodes in use (root included)
 const M_CAP = 2; // slots the buffer holds
 const M_FREE = 3; // free slot list head (0: none), chained through S_HNEXT
@@ -65,12 +74,13 @@ const M_MOUNT_FD = 9;
 const M_ARENA_BUMP = 10; // bytes used in the directory arena (multiple of 8)
 const M_ARENA_DEAD = 11; // bytes of released listings not yet compacted away
 const M_DIR_CAP = 12; // directory handle records (indexed by descriptor)
-const M_LOCK_WAITS = 13; // times a thread found the mutex held and had to wait (all threads)
+const M_MUTEX = 13; // the mutex: words 13..15 (lib/shared/mutex.ts)
 // Counters (Float64Array over `meta`, from word 16 = byte 64).
 const C_BASE = 8;
 const C_HELD = C_BASE + 0, C_MAXHELD = C_BASE + 1, C_EVICT = C_BASE + 2, C_BYHANDLE = C_BASE + 3;
 const C_BYPATH = C_BASE + 4, C_SHED = C_BASE + 5, C_FAIL = C_BASE + 6;
 const META_BYTES = 256;
+if (M_MUTEX + MUTEX_WORDS > C_BASE * 2) throw new Error("BUG: passthrough meta words overlap");
 
 // ---- one node slot: SLOT bytes -------------------------------------------------------------
 // f64 fields (index in the slot's Float64 words)
@@ -97,10 +107,6 @@ const DIRS_MAX_BYTES = 64 << 20;
 const ARENA_INITIAL = 1 << 20;
 const ARENA_MAX = 1 << 30;
 
-function growable(bytes: number, max: number): SharedArrayBuffer {
-  return new SharedArrayBuffer(bytes, { maxByteLength: max } as never);
-}
-
 /** Create the shared state (main thread), with the root node in slot 1. */
 export function createShare(o: { source: string; emulateOwnership: boolean; fileHandles: boolean; handleProbe: string; budget: number }): PassthroughShare {
   return {
@@ -111,55 +117,6 @@ export function createShare(o: { source: string; emulateOwnership: boolean; file
     dirTable: growable(DIRS_INITIAL * 16, DIRS_MAX_BYTES),
     arena: growable(ARENA_INITIAL, ARENA_MAX),
   };
-}
-
-// ---- the mutex -----------------------------------------------------------------------------
-
-/**
- * A futex mutex (0 free, 1 held, 2 held with waiters), re-entrant per thread (a handler that
- * calls another handler — a subclass's readdir calling forget — must not deadlock on itself).
- */
-export class SharedMutex {
-  private depth = 0;
-  private warned = false;
-  constructor(
-    private readonly w: Int32Array,
-    /** Told once when a wait lasts long (a backing filesystem call that does not return?). */
-    private readonly log: (line: string) => void = () => {},
-  ) {}
-
-  /** Times any thread had to wait for the mutex. */
-  get waits(): number {
-    return Atomics.load(this.w, M_LOCK_WAITS);
-  }
-
-  lock(): void {
-    if (this.depth++ > 0) return;
-    const w = this.w;
-    let c = Atomics.compareExchange(w, M_LOCK, 0, 1);
-    if (c === 0) return;
-    // Held for a few µs at most: spin briefly before sleeping.
-    for (let i = 0; i < 64 && c !== 0; i++) c = Atomics.compareExchange(w, M_LOCK, 0, 1);
-    if (c === 0) return;
-    Atomics.add(w, M_LOCK_WAITS, 1);
-    if (c !== 2) c = Atomics.exchange(w, M_LOCK, 2);
-    let waited = 0;
-    while (c !== 0) {
-      if (Atomics.wait(w, M_LOCK, 2, 1000) === "timed-out" && ++waited === 10 && !this.warned) {
-        this.warned = true;
-        this.log("fuse-uring: passthrough: waited 10 s for the node table lock: another thread has been in one backing filesystem call that long");
-      }
-      c = Atomics.exchange(w, M_LOCK, 2);
-    }
-  }
-
-  unlock(): void {
-    if (--this.depth > 0) return;
-    if (Atomics.sub(this.w, M_LOCK, 1) !== 1) {
-      Atomics.store(this.w, M_LOCK, 0);
-      Atomics.notify(this.w, M_LOCK, 1);
-    }
-  }
 }
 
 // ---- node views ----------------------------------------------------------------------------
@@ -369,14 +326,15 @@ export class SharedNodeTable implements NodeTable {
   readonly root: SharedNode;
   readonly mutex: SharedMutex;
 
-  constructor(readonly share: PassthroughShare, log?: (line: string) => void) {
+  /** `_log`: kept for callers; a lock held too long is a fail-stop now (lib/shared/mutex.ts), not a log line. */
+  constructor(readonly share: PassthroughShare, _log?: (line: string) => void) {
     this.M = new Int32Array(share.meta);
     this.C = new Float64Array(share.meta);
     this.I = new Int32Array(share.slots);
     this.F = new Float64Array(share.slots);
     this.U8 = new Uint8Array(share.slots);
     this.B = new Int32Array(share.buckets);
-    this.mutex = new SharedMutex(this.M, log);
+    this.mutex = new SharedMutex(this.M, M_MUTEX, { boundMs: LOCK_BOUND_MS, name: "passthrough node table" });
     this.root = this.view(1)!;
   }
 
