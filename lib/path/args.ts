@@ -166,12 +166,12 @@ export type DefinedFs<H = any> = PathHandlers<H> & { readonly [NAMED_ARGS]: true
  * Gives editor checking of every handler's arguments in a single-file script, and marks the
  * object as using the named-arguments order. Returns its argument (marked).
  */
-export function defineFs<H = any>(handlers: PathHandlers<H>): DefinedFs<H> {
+export function defineFs<T extends PathHandlers>(handlers: T): T & { readonly [NAMED_ARGS]: true } {
   if (typeof handlers !== "object" || handlers === null || typeof handlers.getattr !== "function") {
     throw new TypeError("defineFs(): path handlers need at least a getattr(path) function");
   }
   if (!isNamedArgs(handlers)) Object.defineProperty(handlers, NAMED_ARGS, { value: true, enumerable: false });
-  return handlers as DefinedFs<H>;
+  return handlers as T & { readonly [NAMED_ARGS]: true };
 }
 
 export function isNamedArgs(x: unknown): x is DefinedFs {
