@@ -175,7 +175,7 @@ export class FsTester {
       const bytes = new Uint8Array(OUT_HEADER_SIZE + len);
       bytes.set(slot.headerBytes.subarray(0, OUT_HEADER_SIZE), 0);
       bytes.set(slot.payload.subarray(0, len), OUT_HEADER_SIZE);
-      reply = { opcode: p.req.opcode, unique: p.req.uniqueNumber, error: -h.getInt32(4, true), bytes, payload: bytes.subarray(OUT_HEADER_SIZE), noReply: false };
+      reply = { opcode: p.req.opcode, unique: p.req.uniqueNumber, error: -h.getInt32(4, true) || 0, bytes, payload: bytes.subarray(OUT_HEADER_SIZE), noReply: false };
     }
     this.free.push(slot);
     p.resolve(reply);
