@@ -10,6 +10,10 @@ export { FuseError, Errno, errnoName, type ErrnoName } from "./fs/errors.ts";
 export type * from "./fs/types.ts";
 export { S_IFMT, S_IFDIR, S_IFREG, S_IFLNK, S_IFCHR, S_IFBLK, S_IFIFO, S_IFSOCK } from "./fs/types.ts";
 export { attr, entry, negativeEntry, attrReply, type AttrInit, type EntryInit } from "./api/builders.ts";
+export {
+  defineInodeFs, type NamedInodeFS, type InodeReadArgs, type InodeWriteArgs, type InodeCreateArgs, type InodeMknodArgs, type InodeMkdirArgs,
+  type InodeRenameArgs, type InodeFallocateArgs, type InodeLseekArgs, type InodeSetxattrArgs, type InodeReaddirArgs, type InodeCopyArgs, type FileRange,
+} from "./fs/named.ts";
 // Flag constants (O_*, RENAME_*, XATTR_*, FALLOC_*, SEEK_*, R_OK …) and their decoders.
 export * from "./api/constants.ts";
 export { MemFS, memfs } from "./fs/memfs.ts";

@@ -5,7 +5,7 @@
 // decodes each request where the kernel puts it and answers with exactly these bytes.
 
 import { describe, expect, test } from "bun:test";
-import { attr, attrReply, defineFs, entry, FuseError, O_RDWR, SEEK_DATA, type InodeFS, type RequestContext } from "../lib/index.ts";
+import { attr, attrReply, defineFs, defineInodeFs, entry, FuseError, O_RDWR, SEEK_DATA, type InodeFS, type RequestContext } from "../lib/index.ts";
 import { testFs, type Reply } from "../lib/testing/index.ts";
 
 /** Little-endian bytes of an unsigned integer of `n` bytes. */
@@ -360,5 +360,54 @@ describe("wire: path handlers (defineFs) through PathFS and the dispatcher", () 
     await running;
     expect((await t.interrupt(unique)).noReply).toBe(true);
     expectReply(await pending, outHeader(0, 4, unique));
+  });
+});
+
+describe("wire: the inode API's named forms (defineInodeFs) answer like the positional ones", () => {
+  const got: unknown[] = [];
+  const fs = () =>
+    defineInodeFs({
+      lookup: (_ctx, parent, name) => {
+        if (parent !== 1 || name !== "f") throw new FuseError("ENOENT");
+        return entry({ ino: 2, attr: hello });
+      },
+      getattr: () => hello,
+      read(_ctx, ino, { fh, offset, size, out }) {
+        got.push({ op: "read", ino, fh, offset, size });
+        out.set(Buffer.from("hel").subarray(0, size));
+        return Math.min(3, size);
+      },
+      write(_ctx, ino, { fh, offset, data, writeFlags, openFlags }) {
+        got.push({ op: "write", ino, fh, offset, data: Buffer.from(data).toString(), writeFlags, openFlags });
+        return data.length;
+      },
+      mkdir(_ctx, parent, name, { mode, umask }) {
+        got.push({ op: "mkdir", parent, name, mode, umask });
+        return entry({ ino: 10, type: "dir", attr: hello });
+      },
+      rename(_ctx, parent, name, { newParent, newName, flags }) {
+        got.push({ op: "rename", parent, name, newParent, newName, flags });
+      },
+      copyFileRange(_ctx, { from, to, length, flags }) {
+        got.push({ op: "copy", from, to, length, flags });
+        return length;
+      },
+    });
+
+  test("read/write/mkdir/rename/copyFileRange: fields decoded into the object; same bytes as positional", async () => {
+    got.length = 0;
+    const t = testFs(fs());
+    expectReply(await t.read(2, 5, 0, 2), [...outHeader(2, 0, 2), ...text("he")]);
+    expectReply(await t.write(2, 5, 9, "xyz", 1, O_RDWR), [...outHeader(8, 0, 4), ...u32(3), ...u32(0)]);
+    expect((await t.mkdir(1, "d", 0o755, 0o022)).entry!.nodeid).toBe(10);
+    expectReply(await t.rename(1, "a", 3, "b", 1), outHeader(0, 0, 8));
+    expectReply(await t.copyFileRange(2, 5, 10, 3, 6, 20, 4096, 0), [...outHeader(8, 0, 10), ...u32(4096), ...u32(0)]);
+    expect(got).toEqual([
+      { op: "read", ino: 2, fh: 5, offset: 0, size: 2 },
+      { op: "write", ino: 2, fh: 5, offset: 9, data: "xyz", writeFlags: 1, openFlags: O_RDWR },
+      { op: "mkdir", parent: 1, name: "d", mode: 0o755, umask: 0o022 },
+      { op: "rename", parent: 1, name: "a", newParent: 3, newName: "b", flags: 1 },
+      { op: "copy", from: { ino: 2, fh: 5, offset: 10 }, to: { ino: 3, fh: 6, offset: 20 }, length: 4096, flags: 0 },
+    ]);
   });
 });
