@@ -411,3 +411,12 @@ describe("wire: the inode API's named forms (defineInodeFs) answer like the posi
     ]);
   });
 });
+
+test("the README's defineInodeFs() example answers lookup, getattr and read", async () => {
+  const t = testFs((await import("./fixtures/inode-readme.ts")).default);
+  const l = await t.lookup(1, "hello");
+  expect(l.entry).toMatchObject({ nodeid: 2, attr: { ino: 2, size: 6, mode: 0o100444 } });
+  expect((await t.getattr(1)).attr!.attr.mode).toBe(0o40755);
+  expect(Buffer.from((await t.read(2, 0, 1, 100)).data).toString()).toBe("ello\n");
+  expect((await t.lookup(1, "x")).error).toBe(2);
+});
