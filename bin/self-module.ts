@@ -13,6 +13,8 @@ export function registerSelfModule(): void {
     name: "fuse-uring self module",
     setup(build) {
       build.module("fuse-uring", () => ({ exports: { ...require("../lib/index.ts") }, loader: "object" }));
+      build.module("fuse-uring/advanced", () => ({ exports: { ...require("../lib/advanced.ts") }, loader: "object" }));
+      build.module("fuse-uring/testing", () => ({ exports: { ...require("../lib/testing/index.ts") }, loader: "object" }));
     },
   });
 }

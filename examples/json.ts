@@ -11,8 +11,7 @@
 // Keys containing "/" or "%" appear with those characters escaped as %2F and %25.
 
 import { existsSync, readFileSync, renameSync, statSync, writeFileSync } from "node:fs";
-import { FuseError, paths, type PathHandlers } from "../lib/index.ts";
-import { serve } from "../lib/script.ts";
+import { defineFs, FuseError, paths, serve, type DefinedFs } from "../lib/index.ts";
 
 type Json = null | boolean | number | string | Json[] | { [k: string]: Json };
 type Container = Json[] | { [k: string]: Json };
@@ -40,7 +39,7 @@ function parseLeaf(text: string, old: Json | undefined): Json {
   }
 }
 
-export function jsonfs(file: string): PathHandlers {
+export function jsonfs(file: string): DefinedFs {
   let data: Json = {};
   let loadedMtime = -1;
   let loadedSize = -1;
@@ -111,7 +110,7 @@ export function jsonfs(file: string): PathHandlers {
 
   const mtime = () => (loadedMtime > 0 ? loadedMtime : Date.now());
 
-  return {
+  return defineFs({
     getattr(path) {
       const v = get(path);
       if (v === undefined) return null;
@@ -130,10 +129,10 @@ export function jsonfs(file: string): PathHandlers {
       if (isContainer(v)) throw new FuseError("EISDIR");
       return render(v);
     },
-    writeFile(path, content) {
+    writeFile(path, { data }) {
       const old = get(path);
       if (isContainer(old)) throw new FuseError("EISDIR");
-      set(path, parseLeaf(content.toString("utf8"), old));
+      set(path, parseLeaf(data.toString("utf8"), old));
     },
     create(path) {
       if (get(path) === undefined) set(path, "");
@@ -154,7 +153,7 @@ export function jsonfs(file: string): PathHandlers {
       remove(path);
       save();
     },
-    rename(from, to) {
+    rename(from, { newPath: to }) {
       const v = get(from);
       if (v === undefined) throw new FuseError("ENOENT");
       const target = get(to);
@@ -163,7 +162,7 @@ export function jsonfs(file: string): PathHandlers {
       remove(from);
       set(to, v);
     },
-  };
+  });
 }
 
 /** `fuse-uring mount examples/json.ts MNT` (JSON_FILE=…) */

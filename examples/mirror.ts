@@ -9,36 +9,35 @@
 // (lib/fs/passthrough.ts is the full-featured version of this: inode-based, hard links, xattrs.)
 
 import { chmodSync, chownSync, linkSync, lstatSync, mkdirSync, readdirSync, readlinkSync, renameSync, rmdirSync, statfsSync, symlinkSync, truncateSync, unlinkSync, utimesSync, closeSync, openSync } from "node:fs";
-import { backed, fsdecode, fsencode, paths, type PathHandlers } from "../lib/index.ts";
-import { serve } from "../lib/script.ts";
+import { backed, defineFs, fsdecode, fsencode, paths, serve, type DefinedFs } from "../lib/index.ts";
 
-export function mirror(dir: string): PathHandlers {
+export function mirror(dir: string): DefinedFs {
   const root = fsencode(dir.replace(/\/+$/, ""));
   // Names are bytes: paths arrive as strings (undecodable bytes as U+DC80–U+DCFF) and go back
   // to the filesystem as those exact bytes.
   const real = (path: string): Buffer => (path === "/" ? root : Buffer.concat([root, fsencode(path)]));
   const realString = (path: string): string => fsdecode(real(path));
-  return {
+  return defineFs({
     getattr: (path) => lstatSync(real(path), { throwIfNoEntry: false }) ?? null, // null: ENOENT
     readdir: (path) => readdirSync(real(path), { encoding: "buffer" }).map((n) => fsdecode(n)),
     open: (path) => backed(realString(path)), // opened with the caller's flags; closed after release
     create: (path) => backed(realString(path)), // O_CREAT with the mode the caller asked for
-    truncate(path, size) {
+    truncate(path, { size }) {
       truncateSync(real(path), size); // by path only: an open backed file is ftruncated by the layer
     },
-    mknod(path, mode) {
+    mknod(path, { mode }) {
       closeSync(openSync(real(path), "wx", mode)); // regular files (mkfifo etc. are refused by node:fs)
     },
-    mkdir: (path, mode) => mkdirSync(real(path), { mode }),
+    mkdir: (path, { mode }) => mkdirSync(real(path), { mode }),
     unlink: (path) => unlinkSync(real(path)),
     rmdir: (path) => rmdirSync(real(path)),
-    rename: (from, to) => renameSync(real(from), real(to)),
-    link: (existing, path) => linkSync(real(existing), real(path)),
-    symlink: (target, path) => symlinkSync(fsencode(target), real(path)),
+    rename: (path, { newPath }) => renameSync(real(path), real(newPath)),
+    link: (path, { newPath }) => linkSync(real(path), real(newPath)),
+    symlink: (path, { target }) => symlinkSync(fsencode(target), real(path)),
     readlink: (path) => readlinkSync(real(path), { encoding: "buffer" }),
-    chmod: (path, mode) => chmodSync(real(path), mode),
-    chown: (path, uid, gid) => chownSync(real(path), uid, gid),
-    utimens(path, atime, mtime) {
+    chmod: (path, { mode }) => chmodSync(real(path), mode),
+    chown: (path, { uid, gid }) => chownSync(real(path), uid, gid),
+    utimens(path, { atime, mtime }) {
       const st = lstatSync(real(path));
       utimesSync(real(path), atime ?? st.atime, mtime ?? st.mtime);
     },
@@ -46,7 +45,7 @@ export function mirror(dir: string): PathHandlers {
       const s = statfsSync(real(path));
       return { blocks: s.blocks, bfree: s.bfree, bavail: s.bavail, files: s.files, ffree: s.ffree, bsize: s.bsize, frsize: s.bsize };
     },
-  };
+  });
 }
 
 /** `fuse-uring mount examples/mirror.ts MNT` (MIRROR_DIR=…, or the first extra argument) */

@@ -16,8 +16,7 @@
 // with EINVAL and the error is logged.
 
 import { Database } from "bun:sqlite";
-import { FuseError, paths, type PathHandlers } from "../lib/index.ts";
-import { serve } from "../lib/script.ts";
+import { defineFs, FuseError, paths, serve } from "../lib/index.ts";
 
 const ROW = /^(\d+)\.json$/;
 
@@ -25,7 +24,7 @@ function quote(ident: string): string {
   return `"${ident.replaceAll('"', '""')}"`;
 }
 
-export function sqlitefs(dbPath: string): PathHandlers & { db: Database } {
+export function sqlitefs(dbPath: string) {
   const db = new Database(dbPath, { create: true });
   db.exec("PRAGMA journal_mode = WAL");
   const hasTables = db.query("SELECT count(*) AS n FROM sqlite_master WHERE type = 'table'").get() as { n: number };
@@ -74,7 +73,7 @@ export function sqlitefs(dbPath: string): PathHandlers & { db: Database } {
     return rows.map((r) => r.sql + ";\n").join("");
   }
 
-  return {
+  return defineFs({
     db,
     getattr(path) {
       const p = split(path);
@@ -104,7 +103,7 @@ export function sqlitefs(dbPath: string): PathHandlers & { db: Database } {
       }
       return render(r);
     },
-    writeFile(path, data) {
+    writeFile(path, { data }) {
       const p = split(path);
       if (p.rowid === undefined || p.table === undefined) throw new FuseError("EACCES");
       let obj: unknown;
@@ -144,7 +143,7 @@ export function sqlitefs(dbPath: string): PathHandlers & { db: Database } {
       const r = db.query(`DELETE FROM ${quote(p.table)} WHERE rowid = ?`).run(p.rowid);
       if (r.changes === 0) throw new FuseError("ENOENT");
     },
-    rename(from, to) {
+    rename(from, { newPath: to }) {
       const a = split(from);
       const slash = to.lastIndexOf("/");
       const b = split(to.slice(0, slash) || "/");
@@ -159,7 +158,7 @@ export function sqlitefs(dbPath: string): PathHandlers & { db: Database } {
     destroy() {
       db.close();
     },
-  };
+  });
 }
 
 /** `fuse-uring mount examples/sqlite.ts MNT` (SQLITE_DB=…, default ./fuse-uring-demo.db) */

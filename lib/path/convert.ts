@@ -5,9 +5,10 @@ import { isTreeDir, tree, type DirEntries, type DirSpec } from "../tree.ts";
 import { isPathFS, paths, type Notifier, type PathFS } from "./pathfs.ts";
 import { describe } from "./stat.ts";
 import type { PathHandlers } from "./types.ts";
+import type { DefinedFs } from "./args.ts";
 
-/** Anything mount() can serve: an InodeFS, path handlers, or a tree object. */
-export type Filesystem = InodeFS | PathHandlers | DirEntries | DirSpec;
+/** Anything mount() can serve: an InodeFS, path handlers (defineFs() or positional), or a tree object. */
+export type Filesystem = InodeFS | DefinedFs | PathHandlers | DirEntries | DirSpec;
 
 function isInodeFS(x: object): x is InodeFS {
   return typeof (x as { lookup?: unknown }).lookup === "function";

@@ -20,6 +20,7 @@ import { decodeName } from "../protocol/names.ts";
 import { checkName, contentBytes, contentLength, describe, hasSize, toAttr, toTimespec, typeOf, type StatDefaults } from "./stat.ts";
 import { applySize, BackingFile, checkDescriptor, notDirectory, O_ACCMODE, O_RDONLY, O_TRUNC, O_WRONLY, type BackedSize } from "./backing.ts";
 import { isBacked, isOpened, type Backed, type Content, type DirEntryLike, type PathFSOptions, type PathHandlers, type StatLike } from "./types.ts";
+import { toPositional, type DefinedFs } from "./args.ts";
 
 export const PATHFS: unique symbol = Symbol.for("fuse-uring.pathfs");
 
@@ -1094,9 +1095,15 @@ function okNotify(rc: number): boolean {
   throw new FuseError(-rc, `invalidation failed: ${-rc}`);
 }
 
-/** Serve path handlers: `mount(mnt, paths({ getattr, readdir, read }))`. */
-export function paths<H = any>(handlers: PathHandlers<H>, options?: PathFSOptions): PathFS {
-  return new PathFS(handlers as PathHandlers, options);
+/**
+ * Serve path handlers: `paths(defineFs({ getattr, readdir, read }))`. Objects from defineFs() use
+ * the named-arguments order, others the deprecated positional one (args.ts).
+ */
+export function paths<H = any>(handlers: DefinedFs<H>, options?: PathFSOptions): PathFS;
+/** The positional order (deprecated for the handlers whose order changed; args.ts warns once). */
+export function paths<H = any>(handlers: PathHandlers<H>, options?: PathFSOptions): PathFS;
+export function paths<H = any>(handlers: DefinedFs<H> | PathHandlers<H>, options?: PathFSOptions): PathFS {
+  return new PathFS(toPositional(handlers) as PathHandlers, options);
 }
 
 export function isPathFS(x: unknown): x is PathFS {
