@@ -47,6 +47,12 @@ export interface SessionOptions {
   ringWaitMicros: number;
   /** "native": handles opened with a backingFd are served by the shim (no JS per READ/WRITE). */
   dataPlane: DataPlaneMode;
+  /**
+   * Native data plane, O_DIRECT opens: false (default) = the caller's O_DIRECT reaches the
+   * backing file (the shim reopens a buffered backingFd with O_DIRECT; alignment refusals fall
+   * back to the buffered one); true = backing files stay buffered (host page cache).
+   */
+  backingCache: boolean;
   /** Test-only fault injection in the ring (FUSE_URING_FAULT=bad-commit). */
   ringFault: string;
   /**
@@ -101,6 +107,7 @@ export const defaultSessionOptions: SessionOptions = {
   // worker messages) waits at most this long while the owner blocks for requests.
   ringWaitMicros: process.env.FUSE_URING_WAIT_US !== undefined ? Number(process.env.FUSE_URING_WAIT_US) : 10_000,
   dataPlane: "native",
+  backingCache: false,
   ringFault: process.env.FUSE_URING_FAULT ?? "",
   workers: "auto",
   workerModule: null,
@@ -129,6 +136,14 @@ export interface SessionStats {
   fixedIo: number;
   /** Native transfers done synchronously (pread/pwrite) by a ring's owner (nativeSyncLimit). */
   nativeSync: number;
+  /** Native reads/writes submitted as READ_FIXED/WRITE_FIXED on the owner's ring and answered
+   *  from the completion (O_DIRECT handles; large transfers on a ring serving several queues). */
+  nativeAsync: number;
+  /** Native requests on O_DIRECT handles: the backing file's page cache was bypassed. */
+  nativeDirect: number;
+  /** Direct reads/writes the backing filesystem refused for alignment (EINVAL), redone on the
+   *  handle's buffered descriptor (docs/DATAPLANE.md). */
+  directFallbacks: number;
   /** Wait timers the ring engine(s) queued: far fewer than `enters` under load. */
   waitTimers: number;
   /** io_uring_enter calls of the ring engine(s). */
@@ -205,7 +220,8 @@ function requestedFlags(o: SessionOptions): bigint {
     initBit("ASYNC_READ") | initBit("BIG_WRITES") | initBit("MAX_PAGES") | initBit("DO_READDIRPLUS") |
     initBit("READDIRPLUS_AUTO") | initBit("PARALLEL_DIROPS") | initBit("INIT_EXT") | initBit("ABORT_ERROR") |
     initBit("ASYNC_DIO") | initBit("AUTO_INVAL_DATA") | initBit("HANDLE_KILLPRIV_V2") | initBit("SETXATTR_EXT") |
-    initBit("CACHE_SYMLINKS") | initBit("NO_EXPORT_SUPPORT"); // AUTO_INVAL_DATA, not EXPLICIT_: scripts change content
+    initBit("CACHE_SYMLINKS") | initBit("NO_EXPORT_SUPPORT") | // AUTO_INVAL_DATA, not EXPLICIT_: scripts change content
+    initBit("DIRECT_IO_ALLOW_MMAP"); // MAP_SHARED of a FOPEN_DIRECT_IO file (O_DIRECT opens of native handles) works as on ext4
   if (o.writebackCache) f |= initBit("WRITEBACK_CACHE");
   if (o.kernelPassthrough && !o.writebackCache) f |= initBit("PASSTHROUGH");
   return f;
@@ -893,6 +909,9 @@ export class Session implements Sink, ReplyObserver {
       pinnedBytes: this.uring?.pinnedBytes ?? 0,
       fixedIo: u?.fixedIo ?? 0,
       nativeSync: u?.nativeSync ?? 0,
+      nativeAsync: u?.nativeAsync ?? 0,
+      nativeDirect: u?.nativeDirect ?? 0,
+      directFallbacks: (u?.directFallbacks ?? 0) + (c.directFallbacks ?? 0),
       waitTimers: u?.waitTimers ?? 0,
       enters: u?.enters ?? 0,
       forwarded: this.counters.forwarded,
@@ -1086,7 +1105,7 @@ class EarlyInterrupts {
  */
 function mergeStats(own: SessionStats, workers: (Partial<SessionStats> | null)[], forwarding: boolean): SessionStats {
   const out: SessionStats = { ...own, ops: { ...own.ops }, latencyUs: { ...own.latencyUs }, threads: [...own.threads] };
-  const sum = ["ringRequests", "devRequests", "wakeups", "cqes", "submits", "inflight", "pinnedBytes", "fixedIo", "nativeSync", "waitTimers", "enters", "nativeRequests",
+  const sum = ["ringRequests", "devRequests", "wakeups", "cqes", "submits", "inflight", "pinnedBytes", "fixedIo", "nativeSync", "nativeAsync", "nativeDirect", "directFallbacks", "waitTimers", "enters", "nativeRequests",
     "nativeReadBytes", "nativeWriteBytes", "nativeErrors", "ringRecovered", "errors", "replies", "forgets", "interrupts"] as const;
   workers.forEach((w, i) => {
     if (!w) return;
