@@ -33,6 +33,8 @@ pub const Stats = extern struct {
     native_errors: u64 = 0,
     /// Direct reads/writes refused for alignment (EINVAL) and done on the buffered fallback.
     direct_fallbacks: u64 = 0,
+    /// Native requests on O_DIRECT handles.
+    native_direct: u64 = 0,
 };
 
 /// Payload regions get this much slack beyond `payload_size`: normalization moves up to 40
@@ -369,6 +371,7 @@ pub const Classic = struct {
         const op_in = hdr + layout.op_in_offset;
         const h = dp.lookup(std.mem.readInt(u64, op_in[0..8], .little)) orelse return false;
         const fd = h.fd;
+        if (h.direct) self.stats.native_direct += 1;
         const offset = std.mem.readInt(u64, op_in[8..16], .little);
         const size = std.mem.readInt(u32, op_in[16..20], .little);
         const payload_sz = std.mem.readInt(u32, hdr[layout.payload_sz_offset..][0..4], .little);

@@ -155,6 +155,8 @@ pub const Ring = struct {
     /// Reads/writes on O_DIRECT handles wait for the device: asynchronous (many in flight per
     /// queue) unless set (fu_ring_set_direct_sync, for measuring).
     direct_sync: bool = false,
+    /// CQEs of the batch being reaped that come after the one being handled (policy input).
+    batch_left: u32 = 0,
 
     // Cross-thread.
     bell: bell_mod.Bell,
@@ -396,7 +398,11 @@ pub const Ring = struct {
         while (true) {
             const got = uring.fuw_peek_batch(self.ring, &cqes, cqes.len);
             if (got == 0) break;
-            for (cqes[0..got]) |cqe| self.handleCqe(cqe.user_data, cqe.res);
+            for (cqes[0..got], 0..) |cqe, i| {
+                self.batch_left = got - @as(u32, @intCast(i)) - 1;
+                self.handleCqe(cqe.user_data, cqe.res);
+            }
+            self.batch_left = 0;
             uring.fuw_cq_advance(self.ring, got);
             self.stats.cqes += got;
         }
@@ -431,8 +437,12 @@ pub const Ring = struct {
     /// handles up to `native_sync_max` (page-cache hits and tmpfs answer in microseconds, and
     /// io_uring would punt files without FMODE_NOWAIT to an io-wq worker); direct handles wait
     /// for the device, so they are submitted and answered from the completion.
+    /// A direct transfer still runs synchronously when it is all this ring has to do (the only
+    /// request held, nothing else reaped behind it): at one request in flight the pread skips
+    /// a submit-and-complete round (4 KiB QD1 O_DIRECT randrw, ext4: +10% IOPS, measured).
     fn syncTransfer(self: *const Ring, h: dataplane.Handle, size: u32) bool {
-        return if (h.direct) self.direct_sync else size <= self.native_sync_max;
+        if (!h.direct) return size <= self.native_sync_max;
+        return self.direct_sync or (self.held == 1 and self.batch_left == 0);
     }
 
     /// Owner thread: true when going back to the event loop (the kernel then signals the

@@ -910,7 +910,7 @@ export class Session implements Sink, ReplyObserver {
       fixedIo: u?.fixedIo ?? 0,
       nativeSync: u?.nativeSync ?? 0,
       nativeAsync: u?.nativeAsync ?? 0,
-      nativeDirect: u?.nativeDirect ?? 0,
+      nativeDirect: (u?.nativeDirect ?? 0) + (c.nativeDirect ?? 0),
       directFallbacks: (u?.directFallbacks ?? 0) + (c.directFallbacks ?? 0),
       waitTimers: u?.waitTimers ?? 0,
       enters: u?.enters ?? 0,
