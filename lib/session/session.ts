@@ -25,7 +25,7 @@ import { Dispatcher, handlerNameOf } from "./dispatch.ts";
 import { Replier, type ReplyObserver } from "./reply.ts";
 import { DEFERRED, FREE, HANDLING, Request, stateNames } from "./request.ts";
 import { Tracer, traceReplies } from "./trace.ts";
-import { LatencyHistograms, type LatencySummary } from "./latency.ts";
+import { LatencyHistograms, STAGE_BATCH, STAGE_COMMIT, STAGE_HANDLER, stageName, type LatencySummary } from "./latency.ts";
 
 export type TransportChoice = "auto" | "uring" | "classic";
 
@@ -192,6 +192,9 @@ export interface SessionStats {
   protocolErrors: number;
   /** Per opcode name: count and latency (arrival → answer) p50/p99/max/mean in µs. */
   latencyUs: Record<string, LatencySummary>;
+  /** Requests that went through JS on the ring, per stage (lib/session/latency.ts STAGES):
+   *  batch (back from the kernel → its turn), handler (→ answer), commit (answer → submitted). */
+  stageLatencyUs: Record<string, LatencySummary>;
   /** Request slots (ring entries + classic readers): what `inflight` can reach. */
   slots: number;
   /** io_uring queues × depth (0 on classic). */
@@ -289,6 +292,12 @@ export class Session implements Sink, ReplyObserver {
   /** Requests answered per opcode (index = opcode; all opcodes are < 64). */
   private readonly opCounts = new Float64Array(64);
   private readonly latency = new LatencyHistograms();
+  private readonly stages = new LatencyHistograms();
+  /** When the ring owner last came back from the kernel with records, and the answers given
+   *  since its last enter (their times; preallocated, no allocation per request). */
+  private batchAt = 0;
+  private readonly answeredAt = new Float64Array(8192);
+  private nAnswered = 0;
   private bufferPools = false;
   private dataPlane: DataPlane | null = null;
   /** --debug: the rx/tx request trace (null otherwise: no trace code on the hot path). */
@@ -433,6 +442,7 @@ export class Session implements Sink, ReplyObserver {
     }
     if (this.poisonPattern) this.checkPoison(req);
     req.begin(performance.now());
+    if (this.batchAt > 0 && slot.source === this.uring) this.stages.record(STAGE_BATCH, (req.startedAt - this.batchAt) * 1000);
     if (this.earlyInterrupts.size > 0 && this.earlyInterrupts.take(req.uniqueNumber, req.startedAt)) {
       this.counters.interruptsEarly++;
       req.interrupt();
@@ -808,11 +818,28 @@ export class Session implements Sink, ReplyObserver {
   // ---- ReplyObserver --------------------------------------------------------------------------
   done(req: Request, error: number): void {
     this.opCounts[req.opcode & 63]!++;
-    this.latency.record(req.opcode, (performance.now() - req.startedAt) * 1000);
+    const now = performance.now();
+    const us = (now - req.startedAt) * 1000;
+    this.latency.record(req.opcode, us);
+    if (req.slot.source === this.uring) {
+      this.stages.record(STAGE_HANDLER, us);
+      if (this.nAnswered < this.answeredAt.length) this.answeredAt[this.nAnswered++] = now;
+    }
     const c = this.counters;
     c.inflight--;
     c.replies++;
     if (error) c.errors++;
+  }
+
+  // ---- Sink: ring pump timing (stage histograms) ---------------------------------------------
+  entering(now: number): void {
+    const n = this.nAnswered;
+    for (let i = 0; i < n; i++) this.stages.record(STAGE_COMMIT, (now - this.answeredAt[i]!) * 1000);
+    this.nAnswered = 0;
+  }
+
+  entered(now: number): void {
+    this.batchAt = now;
   }
 
   unexpected(req: Request, err: unknown): void {
@@ -948,6 +975,7 @@ export class Session implements Sink, ReplyObserver {
         ...(this.uring?.pinnedCpus ? { cpus: this.uring.pinnedCpus } : {}),
       }],
       latencyUs: this.latency.summarize(opName),
+      stageLatencyUs: this.stages.summarize(stageName),
       slots: (this.classic?.slots.length ?? 0) + (this.uring?.slots.length ?? 0) + this.forwarded.reduce((n, f) => n + f.slots.length, 0),
       ringQueues: this.uring || this.forwarded.length ? possibleCpus() : 0,
       ringDepth: this.uring || this.forwarded.length ? this.opts.queueDepth : 0,
@@ -1104,7 +1132,7 @@ class EarlyInterrupts {
  * forwarded are counted once, by the main thread that handled them.
  */
 function mergeStats(own: SessionStats, workers: (Partial<SessionStats> | null)[], forwarding: boolean): SessionStats {
-  const out: SessionStats = { ...own, ops: { ...own.ops }, latencyUs: { ...own.latencyUs }, threads: [...own.threads] };
+  const out: SessionStats = { ...own, ops: { ...own.ops }, latencyUs: { ...own.latencyUs }, stageLatencyUs: { ...own.stageLatencyUs }, threads: [...own.threads] };
   const sum = ["ringRequests", "devRequests", "wakeups", "cqes", "submits", "inflight", "pinnedBytes", "fixedIo", "nativeSync", "nativeAsync", "nativeDirect", "directFallbacks", "waitTimers", "enters", "nativeRequests",
     "nativeReadBytes", "nativeWriteBytes", "nativeErrors", "ringRecovered", "errors", "replies", "forgets", "interrupts"] as const;
   workers.forEach((w, i) => {
@@ -1117,6 +1145,7 @@ function mergeStats(own: SessionStats, workers: (Partial<SessionStats> | null)[]
     out.fixedFile ||= w.fixedFile ?? false;
     for (const [op, n] of Object.entries(w.ops ?? {})) out.ops[op] = (out.ops[op] ?? 0) + n;
     for (const [op, l] of Object.entries(w.latencyUs ?? {})) out.latencyUs[op] = mergeLatency(out.latencyUs[op], l);
+    for (const [st, l] of Object.entries(w.stageLatencyUs ?? {})) out.stageLatencyUs[st] = mergeLatency(out.stageLatencyUs[st], l);
     for (const t of w.threads ?? []) out.threads.push({ ...t, thread: `worker ${i}` });
   });
   // Distinct requests: forwarded ones appear in a worker's row and in the main thread's.

@@ -79,6 +79,10 @@ export interface Sink {
   onRequest(slot: Slot): void;
   onIoDone(slot: Slot, res: number): void;
   onStopped(source: Source, errno: number): void;
+  /** Ring pump (optional, for the stage histograms): about to enter the kernel (submitting the
+   *  answers queued since the last enter), and back from it with records (performance.now()). */
+  entering?(now: number): void;
+  entered?(now: number): void;
 }
 
 export const COMPLETION_REQUEST = 0;

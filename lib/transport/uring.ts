@@ -244,9 +244,11 @@ export class UringSource implements Source {
       for (;;) {
         const waiting = this.held - this.ioPending;
         const blocking = waiting <= 0 && this.waitMicros > 0;
+        this.sink.entering?.(performance.now());
         let count = n.fu_ring_enter(h, bytes, this.maxOut, blocking ? this.waitMicros : 0);
         if (count > 0) {
           emptyWaits = 0;
+          this.sink.entered?.(performance.now());
           this.out.dispatch(count, this, this.sink);
         }
         if (this.stopped || !this.handle) return;
@@ -276,9 +278,11 @@ export class UringSource implements Source {
           // Idle: from now on the kernel signals the eventfd; one more look closes the race
           // with a request that arrived just before.
           n.fu_ring_set_idle(h, 1);
+          this.sink.entering?.(performance.now());
           count = n.fu_ring_enter(h, bytes, this.maxOut, 0);
           if (count === 0) return;
           n.fu_ring_set_idle(h, 0);
+          this.sink.entered?.(performance.now());
           this.out.dispatch(count, this, this.sink);
           if (this.stopped) return;
         }
