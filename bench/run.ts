@@ -7,6 +7,7 @@ import { accessSync, constants as fsConstants, cpSync, existsSync, mkdirSync, mk
 import { cpus, totalmem } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { configDefs, runsOn, type ConfigState } from "./lib/configs.ts";
+import { runExport } from "./lib/export.ts";
 import { Daemon, type DaemonStats } from "./lib/daemon.ts";
 import { markdown, summarize, svg, type Results, type RoundResource, type Sample, type StatsDelta } from "./lib/report.ts";
 import { BenchError, fmtDuration, mounts, rcharBytes, readText, run, unmountBelow } from "./lib/util.ts";
@@ -50,6 +51,9 @@ const HELP = `Usage: bun bench/run.ts [options]      (npm run bench [-- options]
                        holds one O_PATH descriptor per inode the kernel knows, so 20,000 files
                        need more than the usual limits
   --out DIR            results directory (default bench/results/<timestamp>)
+  --workload export    QEMU's storage-export workload instead (fio randrw 70/30 4 KiB O_DIRECT
+                       on an image on the disk; raw, passthrough, --backing-cache, libfuse):
+                       bun bench/run.ts --workload export --help
   --help
 `;
 
@@ -393,6 +397,8 @@ async function setupLibfuse(path: string, notes: string[]): Promise<{ reason: st
 // ---- main ---------------------------------------------------------------------------------------
 
 async function main(): Promise<number> {
+  // QEMU's storage-export workload on the disk: its own matrix (bench/lib/export.ts)
+  if (process.argv.includes("--workload")) return runExport(process.argv.slice(2), REPO, bunPath(), join(REPO, "bench/results"));
   const o = parseOptions(process.argv.slice(2));
   const t0 = Date.now();
   const startedAt = new Date(t0).toISOString().replace(/\.\d+Z$/, "Z");

@@ -60,6 +60,9 @@ Options:
   --fd-budget N                   (--passthrough) most inode descriptors held (LRU; default:
                                   half of RLIMIT_NOFILE, at most 65536)
   --no-file-handles               (--passthrough) re-open evicted inodes by path only
+  --backing-cache                 native data plane: keep backing files buffered even for
+                                  O_DIRECT opens (host page cache; default: the caller's
+                                  O_DIRECT reaches the backing file, docs/DATAPLANE.md)
   --no-fixed-buffers              (io_uring) backing I/O with plain READ/WRITE instead of
                                   READ_FIXED/WRITE_FIXED on registered buffers (comparison)
   --entry-ttl S, --attr-ttl S     kernel cache lifetimes in seconds (default 1)
@@ -72,7 +75,7 @@ Options:
       negative_timeout=S, writeback_cache, debug, nosuid, suid, nodev, dev, noexec, exec,
       noatime, atime, relatime, nodiratime, diratime, sync, async, dirsync,
       transport=auto|uring|classic, queue_depth=N, stats_file=PATH, kernel_passthrough,
-      no_fixed_buffers, request_timeout=S; ignored: defaults, auto, noauto, user, users,
+      no_fixed_buffers, backing_cache, request_timeout=S; ignored: defaults, auto, noauto, user, users,
       nouser, _netdev, nofail, x-*, comment=…; anything else is an error
 `;
 
@@ -106,6 +109,8 @@ export interface MountCommand {
   /** --passthrough: re-open evicted inodes by kernel file handle when permitted (default true). */
   fileHandles: boolean;
   fixedBuffers: boolean;
+  /** --backing-cache: O_DIRECT opens keep a buffered backing descriptor (host page cache). */
+  backingCache: boolean;
   entryTtl: number;
   attrTtl: number;
   negativeTtl: number;
@@ -177,7 +182,7 @@ export function parseArgs(argv: string[]): Command {
   const positional: string[] = [];
   const cmd: Omit<MountCommand, "fs" | "mountpoint"> & { fs?: MountCommand["fs"] } = {
     kind: "mount", transport: "auto", queueDepth: 0, maxWrite: 0, dataPlane: "native", workers: "auto", debug: false, allowOther: false,
-    defaultPermissions: true, readOnly: false, writebackCache: false, kernelPassthrough: false, fixedBuffers: true, fileHandles: true,
+    defaultPermissions: true, readOnly: false, writebackCache: false, kernelPassthrough: false, fixedBuffers: true, backingCache: false, fileHandles: true,
     entryTtl: 1, attrTtl: 1, negativeTtl: 0, requestTimeout: 0,
   };
   const dashdash = rest.indexOf("--");
@@ -224,6 +229,7 @@ export function parseArgs(argv: string[]): Command {
       case "--fd-budget": cmd.fdBudget = intArg(flag, value(), 1, 1 << 30); break;
       case "--no-file-handles": cmd.fileHandles = false; break;
       case "--no-fixed-buffers": cmd.fixedBuffers = false; break;
+      case "--backing-cache": cmd.backingCache = true; break;
       case "--workers": {
         const v = value();
         cmd.workers = v === "auto" ? "auto" : intArg(flag, v, 1, 64);

@@ -42,6 +42,7 @@ export const symbols = {
   fu_ring_enter: { args: [ptr, ptr, u32, u32], returns: u32 },
   fu_ring_set_idle: { args: [ptr, u32], returns: i32 },
   fu_ring_set_native_sync: { args: [ptr, u32], returns: vd },
+  fu_ring_set_direct_sync: { args: [ptr, u32], returns: vd },
   fu_ring_header: { args: [ptr, u32], returns: ptr },
   fu_ring_payload: { args: [ptr, u32], returns: ptr },
   fu_ring_commit: { args: [ptr, u32], returns: i32 },
@@ -50,7 +51,7 @@ export const symbols = {
   fu_ring_stats: { args: [ptr], returns: ptr },
 
   fu_dataplane_create: { args: [u32, ptr], returns: ptr },
-  fu_dataplane_set: { args: [ptr, u32, i32], returns: i32 },
+  fu_dataplane_set: { args: [ptr, u32, i32, u32], returns: i32 },
   fu_dataplane_destroy: { args: [ptr], returns: vd },
   fu_abi_version: { args: [], returns: u32 },
 } as const;
@@ -63,7 +64,7 @@ export const SHIM_NAME = "libfuse_uring_shim.so";
  * incompatible changes). A shim built from another checkout or an older prebuilt copy would
  * otherwise load and misbehave in ways that look like kernel bugs.
  */
-export const EXPECTED_SHIM_ABI = 3;
+export const EXPECTED_SHIM_ABI = 4;
 
 const REBUILD_HINT = "rebuild it from this checkout with `bash scripts/setup.sh` (or point FUSE_URING_SHIM at a matching build)";
 

@@ -31,6 +31,10 @@ pub const Stats = extern struct {
     native_read_bytes: u64 = 0,
     native_write_bytes: u64 = 0,
     native_errors: u64 = 0,
+    /// Direct reads/writes refused for alignment (EINVAL) and done on the buffered fallback.
+    direct_fallbacks: u64 = 0,
+    /// Native requests on O_DIRECT handles.
+    native_direct: u64 = 0,
 };
 
 /// Payload regions get this much slack beyond `payload_size`: normalization moves up to 40
@@ -365,7 +369,9 @@ pub const Classic = struct {
         const opcode = std.mem.readInt(u32, hdr[4..8], .little);
         if (!dataplane.servedOp(opcode)) return false;
         const op_in = hdr + layout.op_in_offset;
-        const fd = dp.lookup(std.mem.readInt(u64, op_in[0..8], .little)) orelse return false;
+        const h = dp.lookup(std.mem.readInt(u64, op_in[0..8], .little)) orelse return false;
+        const fd = h.fd;
+        if (h.direct) self.stats.native_direct += 1;
         const offset = std.mem.readInt(u64, op_in[8..16], .little);
         const size = std.mem.readInt(u32, op_in[16..20], .little);
         const payload_sz = std.mem.readInt(u32, hdr[layout.payload_sz_offset..][0..4], .little);
@@ -376,16 +382,12 @@ pub const Classic = struct {
             res = sys.result(if (datasync) linux.fdatasync(fd) else linux.fsync(fd));
         } else if (size > self.payload_size or (opcode == dataplane.op_write and size > payload_sz)) {
             res = sys.neg(.IO); // the kernel never sends more than max_write
-        } else if (opcode == dataplane.op_read) {
-            res = while (true) {
-                const rc = linux.pread(fd, pay, size, @bitCast(offset));
-                if (sys.errnoOf(rc) != .INTR) break sys.result(rc);
-            };
         } else {
-            res = while (true) {
-                const rc = linux.pwrite(fd, pay, size, @bitCast(offset));
-                if (sys.errnoOf(rc) != .INTR) break sys.result(rc);
-            };
+            res = dataplane.transfer(fd, opcode, pay, size, offset);
+            if (dataplane.wantsFallback(h, opcode, res)) {
+                res = dataplane.transfer(h.fallback, opcode, pay, size, offset);
+                self.stats.direct_fallbacks += 1;
+            }
         }
         var tally: dataplane.Tally = .{};
         const out_len = dataplane.encodeAnswer(hdr, pay, opcode, res, &tally);

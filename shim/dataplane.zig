@@ -9,6 +9,7 @@
 //! request on it is being served (the stores are still atomic: several threads read the table).
 
 const std = @import("std");
+const linux = std.os.linux;
 const assert = std.debug.assert;
 const sys = @import("sys.zig");
 const layout = @import("layout.zig");
@@ -17,8 +18,27 @@ const layout = @import("layout.zig");
 pub const fh_tag: u64 = 1 << 47;
 pub const max_capacity: u32 = 1 << 20;
 
+/// What the table holds for a native handle: the descriptor I/O goes to, and for a handle whose
+/// I/O bypasses the page cache (O_DIRECT) a buffered descriptor of the same file for the
+/// requests the backing filesystem refuses for alignment (EINVAL).
+pub const Handle = struct {
+    fd: i32,
+    /// Buffered descriptor of the same open file description's file, or -1.
+    fallback: i32,
+    /// `fd` is O_DIRECT: its reads and writes wait for the device, so they go asynchronous.
+    direct: bool,
+};
+
+/// fu_dataplane_set mode bits.
+pub const mode_direct: u32 = 1;
+
 pub const DataPlane = struct {
     fds: []i32,
+    /// Per slot: the buffered fallback of a direct handle (or -1), and the descriptor the table
+    /// opened itself (closed when the slot is cleared; -1 if none).
+    fallbacks: []i32,
+    owned: []i32,
+    direct: []bool,
 
     pub fn create(capacity: u32, err: *i32) ?*DataPlane {
         if (capacity == 0 or capacity > max_capacity) {
@@ -30,38 +50,122 @@ pub const DataPlane = struct {
             err.* = sys.neg(.NOMEM);
             return null;
         };
-        const fds = allocator.alloc(i32, capacity) catch {
-            allocator.destroy(self);
+        self.* = .{ .fds = &.{}, .fallbacks = &.{}, .owned = &.{}, .direct = &.{} };
+        self.allocate(capacity) catch {
+            self.destroy();
             err.* = sys.neg(.NOMEM);
             return null;
         };
-        @memset(fds, -1);
-        self.* = .{ .fds = fds };
         return self;
+    }
+
+    fn allocate(self: *DataPlane, capacity: u32) !void {
+        const allocator = std.heap.page_allocator;
+        self.fds = try allocator.alloc(i32, capacity);
+        @memset(self.fds, -1);
+        self.fallbacks = try allocator.alloc(i32, capacity);
+        @memset(self.fallbacks, -1);
+        self.owned = try allocator.alloc(i32, capacity);
+        @memset(self.owned, -1);
+        self.direct = try allocator.alloc(bool, capacity);
+        @memset(self.direct, false);
     }
 
     pub fn destroy(self: *DataPlane) void {
         const allocator = std.heap.page_allocator;
-        allocator.free(self.fds);
+        for (self.owned) |fd| if (fd >= 0) sys.closeFd(fd);
+        if (self.fds.len > 0) allocator.free(self.fds);
+        if (self.fallbacks.len > 0) allocator.free(self.fallbacks);
+        if (self.owned.len > 0) allocator.free(self.owned);
+        if (self.direct.len > 0) allocator.free(self.direct);
         allocator.destroy(self);
     }
 
-    /// fd < 0 clears the slot. The fd stays owned by the caller (the session closes it).
-    pub fn set(self: *DataPlane, slot: u32, fd: i32) i32 {
+    /// fd < 0 clears the slot (and closes what the table opened for it). `fd` stays owned by the
+    /// caller. With `mode_direct` the handle's I/O bypasses the page cache: a buffered `fd` is
+    /// reopened with O_DIRECT (kept buffered if the backing filesystem refuses O_DIRECT); an
+    /// `fd` that already is O_DIRECT gets a buffered reopen as its fallback whatever the mode.
+    pub fn set(self: *DataPlane, slot: u32, fd: i32, mode: u32) i32 {
         if (slot >= self.fds.len) return sys.neg(.INVAL);
-        @atomicStore(i32, &self.fds[slot], if (fd < 0) -1 else fd, .release);
+        if (fd < 0) {
+            @atomicStore(i32, &self.fds[slot], -1, .release);
+            const owned = self.owned[slot];
+            self.owned[slot] = -1;
+            self.fallbacks[slot] = -1;
+            self.direct[slot] = false;
+            if (owned >= 0) sys.closeFd(owned);
+            return 0;
+        }
+        assert(self.owned[slot] == -1 and self.fds[slot] == -1);
+        var io_fd = fd;
+        var fallback: i32 = -1;
+        var direct = false;
+        const fl_rc = linux.fcntl(fd, linux.F.GETFL, 0);
+        if (sys.errnoOf(fl_rc) == .SUCCESS) {
+            const fl: u32 = @truncate(fl_rc);
+            if (fl & o_direct != 0) {
+                direct = true;
+                fallback = reopen(fd, fl & ~o_direct);
+                self.owned[slot] = fallback;
+            } else if (mode & mode_direct != 0) {
+                const d = reopen(fd, fl | o_direct);
+                if (d >= 0) {
+                    io_fd = d;
+                    fallback = fd;
+                    direct = true;
+                    self.owned[slot] = d;
+                }
+            }
+        }
+        self.fallbacks[slot] = fallback;
+        self.direct[slot] = direct;
+        @atomicStore(i32, &self.fds[slot], io_fd, .release);
         return 0;
     }
 
-    /// The backing fd of a native handle, or null when `fh` is not one (the request goes to JS).
-    pub fn lookup(self: *const DataPlane, fh: u64) ?i32 {
+    /// The handle of a native fh, or null when `fh` is not one (the request goes to JS).
+    pub fn lookup(self: *const DataPlane, fh: u64) ?Handle {
         if (fh < fh_tag) return null;
         const slot = fh - fh_tag;
         if (slot >= self.fds.len) return null;
-        const fd = @atomicLoad(i32, &self.fds[@intCast(slot)], .acquire);
-        return if (fd < 0) null else fd;
+        const i: usize = @intCast(slot);
+        const fd = @atomicLoad(i32, &self.fds[i], .acquire);
+        if (fd < 0) return null;
+        return .{ .fd = fd, .fallback = self.fallbacks[i], .direct = self.direct[i] };
     }
 };
+
+const o_direct: u32 = @bitCast(linux.O{ .DIRECT = true });
+/// Status flags a reopen keeps (F_GETFL also reports O_LARGEFILE and O_NONBLOCK; the access
+/// mode, O_APPEND and O_SYNC/O_DSYNC are what make it the same kind of descriptor).
+const o_keep: u32 = @as(u32, @bitCast(linux.O{ .ACCMODE = .RDWR, .APPEND = true, .DSYNC = true, .SYNC = true, .DIRECT = true })) | 3;
+
+/// A new descriptor of the file `fd` is open on (/proc/self/fd/N), with status flags `fl`; -1 if
+/// that fails (the caller then does without).
+fn reopen(fd: i32, fl: u32) i32 {
+    var buf: [32]u8 = undefined;
+    const path = std.fmt.bufPrintZ(&buf, "/proc/self/fd/{d}", .{fd}) catch unreachable;
+    var flags: linux.O = @bitCast(fl & o_keep);
+    flags.CLOEXEC = true;
+    const rc = linux.openat(linux.AT.FDCWD, path, flags, 0);
+    if (sys.errnoOf(rc) != .SUCCESS) return -1;
+    return @intCast(rc);
+}
+
+/// A read or write on a direct handle that the backing filesystem refused (EINVAL: offset, size
+/// or memory not aligned to its block size) is done once more on the buffered fallback.
+pub fn wantsFallback(h: Handle, opcode: u32, res: i64) bool {
+    return h.fallback >= 0 and res == sys.neg(.INVAL) and (opcode == op_read or opcode == op_write);
+}
+
+/// pread/pwrite between `fd` and `pay`, restarted after EINTR; bytes or -errno.
+pub fn transfer(fd: i32, opcode: u32, pay: [*]u8, size: u32, offset: u64) i64 {
+    assert(opcode == op_read or opcode == op_write);
+    while (true) {
+        const rc = if (opcode == op_read) linux.pread(fd, pay, size, @bitCast(offset)) else linux.pwrite(fd, pay, size, @bitCast(offset));
+        if (sys.errnoOf(rc) != .INTR) return sys.result(rc);
+    }
+}
 
 /// Opcodes the data plane serves (fuse_kernel.h).
 pub const op_read: u32 = 15;
@@ -124,12 +228,12 @@ test "lookup only inside the tag window" {
     var err: i32 = 0;
     const dp = DataPlane.create(4, &err).?;
     defer dp.destroy();
-    try std.testing.expectEqual(@as(?i32, null), dp.lookup(3));
-    try std.testing.expectEqual(@as(?i32, null), dp.lookup(fh_tag + 1));
-    try std.testing.expectEqual(@as(i32, 0), dp.set(1, 7));
-    try std.testing.expectEqual(@as(?i32, 7), dp.lookup(fh_tag + 1));
-    try std.testing.expectEqual(@as(?i32, null), dp.lookup(fh_tag + 4));
-    try std.testing.expect(dp.set(4, 1) < 0);
-    _ = dp.set(1, -1);
-    try std.testing.expectEqual(@as(?i32, null), dp.lookup(fh_tag + 1));
+    try std.testing.expectEqual(@as(?Handle, null), dp.lookup(3));
+    try std.testing.expectEqual(@as(?Handle, null), dp.lookup(fh_tag + 1));
+    try std.testing.expectEqual(@as(i32, 0), dp.set(1, 1, 0));
+    try std.testing.expectEqual(@as(i32, 1), dp.lookup(fh_tag + 1).?.fd);
+    try std.testing.expectEqual(@as(?Handle, null), dp.lookup(fh_tag + 4));
+    try std.testing.expect(dp.set(4, 1, 0) < 0);
+    _ = dp.set(1, -1, 0);
+    try std.testing.expectEqual(@as(?Handle, null), dp.lookup(fh_tag + 1));
 }

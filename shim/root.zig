@@ -16,7 +16,7 @@ const Completion = queue.Completion;
 
 /// Bumped on any incompatible ABI change so TypeScript can refuse a stale library.
 export fn fu_abi_version() u32 {
-    return 3;
+    return 4;
 }
 
 /// -errno of the last failed `fu_classic_create` (JS thread only, so no atomics needed).
@@ -144,6 +144,10 @@ export fn fu_ring_set_native_sync(r: *Ring, bytes: u32) void {
     r.setNativeSyncMax(bytes);
 }
 
+export fn fu_ring_set_direct_sync(r: *Ring, on: u32) void {
+    r.setDirectSync(on != 0);
+}
+
 export fn fu_ring_commit(r: *Ring, idx: u32) i32 {
     return r.commit(idx);
 }
@@ -175,8 +179,8 @@ export fn fu_dataplane_create(capacity: u32, err_out: *i32) ?*dataplane.DataPlan
     return dataplane.DataPlane.create(capacity, err_out);
 }
 
-export fn fu_dataplane_set(dp: *dataplane.DataPlane, slot: u32, fd: i32) i32 {
-    return dp.set(slot, fd);
+export fn fu_dataplane_set(dp: *dataplane.DataPlane, slot: u32, fd: i32, mode: u32) i32 {
+    return dp.set(slot, fd, mode);
 }
 
 export fn fu_dataplane_destroy(dp: *dataplane.DataPlane) void {

@@ -132,6 +132,7 @@ export async function runMount(cmd: MountCommand): Promise<number> {
       writebackCache: cmd.writebackCache,
       kernelPassthrough: cmd.kernelPassthrough,
       fixedBuffers: cmd.fixedBuffers,
+      backingCache: cmd.backingCache,
       dataPlane: cmd.dataPlane,
       workers: cmd.workers,
       // Copies of a replicable script; a filesystem with copies() (shared state) names its own

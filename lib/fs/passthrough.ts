@@ -51,9 +51,9 @@
 //   new files/directories/nodes/symlinks are chowned to the caller.
 // - A symlink's own xattrs answer EOPNOTSUPP (no race-free way without a path; libfuse does
 //   the same). The backing read is one pread per READ (a short read means EOF to the kernel).
-// - The backing descriptor is opened without O_DIRECT: FUSE-level O_DIRECT (no page cache in
-//   the mount) holds, but the backing file may be cached (its alignment rules would otherwise
-//   reject unaligned FUSE direct I/O that the kernel allows).
+// - The backing descriptor is opened without O_DIRECT; for an O_DIRECT open the session's data
+//   plane reopens it with O_DIRECT and keeps this one as the fallback for requests the backing
+//   filesystem refuses for alignment (docs/DATAPLANE.md "O_DIRECT"; --backing-cache: buffered).
 // - Directory listings are snapshotted with getdents64 when a stream starts (offset 0) and
 //   served by index, so offsets are small and stable on every backing filesystem (ext4's 64-bit
 //   hash cookies do not fit a JS number).

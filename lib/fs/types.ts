@@ -68,6 +68,7 @@ export interface AttrReply {
 export interface OpenReply {
   fh: number;
   directIo?: boolean; // FOPEN_DIRECT_IO: bypass the page cache
+  parallelDirectWrites?: boolean; // FOPEN_PARALLEL_DIRECT_WRITES (with directIo): writes inside the file in parallel
   keepCache?: boolean; // FOPEN_KEEP_CACHE: do not invalidate cached data on open
   nonSeekable?: boolean; // FOPEN_NONSEEKABLE
   cacheDir?: boolean; // FOPEN_CACHE_DIR (opendir)

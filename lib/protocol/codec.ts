@@ -99,6 +99,7 @@ export function encodeAttrOut(dv: DataView, off: number, attr: Attr, ttl: number
 export function encodeOpenOut(dv: DataView, off: number, o: OpenReply): number {
   let flags = 0;
   if (o.directIo) flags |= FOPEN.DIRECT_IO;
+  if (o.parallelDirectWrites) flags |= FOPEN.PARALLEL_DIRECT_WRITES;
   if (o.keepCache) flags |= FOPEN.KEEP_CACHE;
   if (o.nonSeekable) flags |= FOPEN.NONSEEKABLE;
   if (o.cacheDir) flags |= FOPEN.CACHE_DIR;

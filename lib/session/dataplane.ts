@@ -18,6 +18,8 @@ import { FATTR, FUSE_GETATTR_FH, HDR_OP_IN, Op } from "../protocol/constants.ts"
 /** shim/dataplane.zig fh_tag (2^47). */
 export const NATIVE_FH_TAG = 2 ** 47;
 export const DEFAULT_CAPACITY = 1 << 16;
+/** shim/dataplane.zig mode_direct. */
+const DP_MODE_DIRECT = 1;
 
 export type DataPlaneMode = "native" | "js";
 
@@ -67,8 +69,12 @@ export class DataPlane {
     return this.share;
   }
 
-  /** The fh to give the kernel for a handle served from `fd`; the fs's own fh when full. */
-  map(fh: number, fd: number): number {
+  /**
+   * The fh to give the kernel for a handle served from `fd`; the fs's own fh when full.
+   * `direct`: serve it with O_DIRECT (shim/dataplane.zig set: a buffered `fd` is reopened with
+   * O_DIRECT and kept as the fallback for requests refused for alignment).
+   */
+  map(fh: number, fd: number, direct = false): number {
     if (!(fd >= 0)) return fh;
     const cap = this.capacity;
     for (let i = 0; i < cap; i++) {
@@ -76,7 +82,7 @@ export class DataPlane {
       if (this.used[slot] === 0 && Atomics.compareExchange(this.used, slot, 0, 1) === 0) {
         this.cursor = slot + 1;
         this.userFh[slot] = fh;
-        native().fu_dataplane_set(this.handle, slot, fd);
+        native().fu_dataplane_set(this.handle, slot, fd, direct ? DP_MODE_DIRECT : 0);
         this.open++;
         this.mapped++;
         return NATIVE_FH_TAG + slot;
@@ -92,7 +98,7 @@ export class DataPlane {
     const slot = fh - NATIVE_FH_TAG;
     setU64(v, off, this.userFh[slot]!);
     if (release) {
-      native().fu_dataplane_set(this.handle, slot, -1);
+      native().fu_dataplane_set(this.handle, slot, -1, 0);
       Atomics.store(this.used, slot, 0);
       this.open--;
     }

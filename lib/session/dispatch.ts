@@ -9,6 +9,7 @@ import {
   encodeOpenOut, encodeStatfsOut, encodeWriteOut, ENTRY_OUT_SIZE, getI64, getU64, OPEN_OUT_SIZE, setU64,
 } from "../protocol/codec.ts";
 import { FATTR, HDR_OP_IN, Op, FUSE_GETATTR_FH, FUSE_FSYNC_FDATASYNC, opName } from "../protocol/constants.ts";
+import { constants as FS } from "node:fs";
 import type { DataPlane } from "./dataplane.ts";
 import { decodeName, encodeName, nameByteLength } from "../protocol/names.ts";
 import type { Replier } from "./reply.ts";
@@ -18,9 +19,13 @@ export interface DispatchOptions {
   entryTtl: number;
   attrTtl: number;
   negativeTtl: number;
+  /** O_DIRECT opens of native handles keep a buffered backing descriptor (session option). */
+  backingCache: boolean;
+  writebackCache: boolean;
 }
 
 const OP = HDR_OP_IN;
+const O_DIRECT = FS.O_DIRECT ?? 0o40000;
 
 function isThenable<T>(v: T | Promise<T>): v is Promise<T> {
   return v !== null && typeof v === "object" && typeof (v as { then?: unknown }).then === "function";
@@ -334,7 +339,7 @@ export class Dispatcher {
       setU64(dv, 0, o);
       dv.setUint32(8, 0, true);
       dv.setUint32(12, 0, true);
-    } else encodeOpenOut(dv, 0, this.nativeOpen(o));
+    } else encodeOpenOut(dv, 0, this.nativeOpen(req, o));
     this.reply.ok(req, OPEN_OUT_SIZE);
   }
 
@@ -346,14 +351,29 @@ export class Dispatcher {
       setU64(dv, ENTRY_OUT_SIZE, o);
       dv.setUint32(ENTRY_OUT_SIZE + 8, 0, true);
       dv.setUint32(ENTRY_OUT_SIZE + 12, 0, true);
-    } else encodeOpenOut(dv, ENTRY_OUT_SIZE, this.nativeOpen(o));
+    } else encodeOpenOut(dv, ENTRY_OUT_SIZE, this.nativeOpen(req, o));
     this.reply.ok(req, ENTRY_OUT_SIZE + OPEN_OUT_SIZE);
   }
 
-  /** The open reply with the kernel-facing fh of a natively served handle. */
-  private nativeOpen(o: OpenReply): OpenReply {
+  /**
+   * The open reply with the kernel-facing fh of a natively served handle. An open that asked
+   * for O_DIRECT (OPEN and CREATE carry the open flags first in op_in) gets a backing
+   * descriptor with O_DIRECT (unless backingCache or writebackCache; the shim reopens the
+   * filesystem's buffered one and keeps that as the fallback for unaligned requests) and
+   * FOPEN_DIRECT_IO: the kernel's direct path, which a caller's O_DIRECT means anyway (no page
+   * cache of the mount), revalidates no attributes per read (AUTO_INVAL_DATA: a GETATTR after
+   * every write), looks up no security.capability per write (GETXATTR after every attribute
+   * refresh), and with FOPEN_PARALLEL_DIRECT_WRITES takes the inode lock shared for writes
+   * inside the file. Set-user-ID clearing still happens: the kernel flags unprivileged direct
+   * writes FUSE_WRITE_KILL_SUIDGID, and such files are not native (the passthrough).
+   */
+  private nativeOpen(req: Request, o: OpenReply): OpenReply {
     if (o.backingFd === undefined || !this.dataPlane || o.backingId) return o;
-    return { ...o, fh: this.dataPlane.map(o.fh, o.backingFd) };
+    const direct = (req.slot.header.getUint32(OP, true) & O_DIRECT) !== 0;
+    const backingDirect = direct && !this.opts.backingCache && !this.opts.writebackCache;
+    const fh = this.dataPlane.map(o.fh, o.backingFd, backingDirect);
+    if (!direct || fh === o.fh || this.opts.writebackCache) return { ...o, fh };
+    return { ...o, fh, directIo: true, parallelDirectWrites: true };
   }
 
   private readReply(req: Request, r: number | Uint8Array): void {

@@ -40,6 +40,16 @@ export function bucketUpper(b: number): number {
   return (SUB + sub + 1) * 2 ** (exp - SUB_BITS) - 1;
 }
 
+/**
+ * Stages of a request on the ring, for `stats.stageLatencyUs` (rows of a LatencyHistograms):
+ * batch — the owner came back from io_uring_enter with the request → its turn in that batch
+ * (records before it in the batch were handled first); handler — its turn → the answer;
+ * commit — the answer → the io_uring_enter that submits it to the kernel.
+ */
+export const STAGES = ["batch", "handler", "commit"] as const;
+export const STAGE_BATCH = 0, STAGE_HANDLER = 1, STAGE_COMMIT = 2;
+export const stageName = (i: number): string => STAGES[i] ?? `stage${i}`;
+
 export class LatencyHistograms {
   private readonly counts = new Float64Array(OPS * BUCKETS);
   private readonly max = new Float64Array(OPS);

@@ -25,7 +25,7 @@ import { Dispatcher, handlerNameOf } from "./dispatch.ts";
 import { Replier, type ReplyObserver } from "./reply.ts";
 import { DEFERRED, FREE, HANDLING, Request, stateNames } from "./request.ts";
 import { Tracer, traceReplies } from "./trace.ts";
-import { LatencyHistograms, type LatencySummary } from "./latency.ts";
+import { LatencyHistograms, STAGE_BATCH, STAGE_COMMIT, STAGE_HANDLER, stageName, type LatencySummary } from "./latency.ts";
 
 export type TransportChoice = "auto" | "uring" | "classic";
 
@@ -47,6 +47,12 @@ export interface SessionOptions {
   ringWaitMicros: number;
   /** "native": handles opened with a backingFd are served by the shim (no JS per READ/WRITE). */
   dataPlane: DataPlaneMode;
+  /**
+   * Native data plane, O_DIRECT opens: false (default) = the caller's O_DIRECT reaches the
+   * backing file (the shim reopens a buffered backingFd with O_DIRECT; alignment refusals fall
+   * back to the buffered one); true = backing files stay buffered (host page cache).
+   */
+  backingCache: boolean;
   /** Test-only fault injection in the ring (FUSE_URING_FAULT=bad-commit). */
   ringFault: string;
   /**
@@ -101,6 +107,7 @@ export const defaultSessionOptions: SessionOptions = {
   // worker messages) waits at most this long while the owner blocks for requests.
   ringWaitMicros: process.env.FUSE_URING_WAIT_US !== undefined ? Number(process.env.FUSE_URING_WAIT_US) : 10_000,
   dataPlane: "native",
+  backingCache: false,
   ringFault: process.env.FUSE_URING_FAULT ?? "",
   workers: "auto",
   workerModule: null,
@@ -129,6 +136,14 @@ export interface SessionStats {
   fixedIo: number;
   /** Native transfers done synchronously (pread/pwrite) by a ring's owner (nativeSyncLimit). */
   nativeSync: number;
+  /** Native reads/writes submitted as READ_FIXED/WRITE_FIXED on the owner's ring and answered
+   *  from the completion (O_DIRECT handles; large transfers on a ring serving several queues). */
+  nativeAsync: number;
+  /** Native requests on O_DIRECT handles: the backing file's page cache was bypassed. */
+  nativeDirect: number;
+  /** Direct reads/writes the backing filesystem refused for alignment (EINVAL), redone on the
+   *  handle's buffered descriptor (docs/DATAPLANE.md). */
+  directFallbacks: number;
   /** Wait timers the ring engine(s) queued: far fewer than `enters` under load. */
   waitTimers: number;
   /** io_uring_enter calls of the ring engine(s). */
@@ -177,6 +192,9 @@ export interface SessionStats {
   protocolErrors: number;
   /** Per opcode name: count and latency (arrival → answer) p50/p99/max/mean in µs. */
   latencyUs: Record<string, LatencySummary>;
+  /** Requests that went through JS on the ring, per stage (lib/session/latency.ts STAGES):
+   *  batch (back from the kernel → its turn), handler (→ answer), commit (answer → submitted). */
+  stageLatencyUs: Record<string, LatencySummary>;
   /** Request slots (ring entries + classic readers): what `inflight` can reach. */
   slots: number;
   /** io_uring queues × depth (0 on classic). */
@@ -205,7 +223,8 @@ function requestedFlags(o: SessionOptions): bigint {
     initBit("ASYNC_READ") | initBit("BIG_WRITES") | initBit("MAX_PAGES") | initBit("DO_READDIRPLUS") |
     initBit("READDIRPLUS_AUTO") | initBit("PARALLEL_DIROPS") | initBit("INIT_EXT") | initBit("ABORT_ERROR") |
     initBit("ASYNC_DIO") | initBit("AUTO_INVAL_DATA") | initBit("HANDLE_KILLPRIV_V2") | initBit("SETXATTR_EXT") |
-    initBit("CACHE_SYMLINKS") | initBit("NO_EXPORT_SUPPORT"); // AUTO_INVAL_DATA, not EXPLICIT_: scripts change content
+    initBit("CACHE_SYMLINKS") | initBit("NO_EXPORT_SUPPORT") | // AUTO_INVAL_DATA, not EXPLICIT_: scripts change content
+    initBit("DIRECT_IO_ALLOW_MMAP"); // MAP_SHARED of a FOPEN_DIRECT_IO file (O_DIRECT opens of native handles) works as on ext4
   if (o.writebackCache) f |= initBit("WRITEBACK_CACHE");
   if (o.kernelPassthrough && !o.writebackCache) f |= initBit("PASSTHROUGH");
   return f;
@@ -273,6 +292,12 @@ export class Session implements Sink, ReplyObserver {
   /** Requests answered per opcode (index = opcode; all opcodes are < 64). */
   private readonly opCounts = new Float64Array(64);
   private readonly latency = new LatencyHistograms();
+  private readonly stages = new LatencyHistograms();
+  /** When the ring owner last came back from the kernel with records, and the answers given
+   *  since its last enter (their times; preallocated, no allocation per request). */
+  private batchAt = 0;
+  private readonly answeredAt = new Float64Array(8192);
+  private nAnswered = 0;
   private bufferPools = false;
   private dataPlane: DataPlane | null = null;
   /** --debug: the rx/tx request trace (null otherwise: no trace code on the hot path). */
@@ -417,6 +442,7 @@ export class Session implements Sink, ReplyObserver {
     }
     if (this.poisonPattern) this.checkPoison(req);
     req.begin(performance.now());
+    if (this.batchAt > 0 && slot.source === this.uring) this.stages.record(STAGE_BATCH, (req.startedAt - this.batchAt) * 1000);
     if (this.earlyInterrupts.size > 0 && this.earlyInterrupts.take(req.uniqueNumber, req.startedAt)) {
       this.counters.interruptsEarly++;
       req.interrupt();
@@ -792,11 +818,28 @@ export class Session implements Sink, ReplyObserver {
   // ---- ReplyObserver --------------------------------------------------------------------------
   done(req: Request, error: number): void {
     this.opCounts[req.opcode & 63]!++;
-    this.latency.record(req.opcode, (performance.now() - req.startedAt) * 1000);
+    const now = performance.now();
+    const us = (now - req.startedAt) * 1000;
+    this.latency.record(req.opcode, us);
+    if (req.slot.source === this.uring) {
+      this.stages.record(STAGE_HANDLER, us);
+      if (this.nAnswered < this.answeredAt.length) this.answeredAt[this.nAnswered++] = now;
+    }
     const c = this.counters;
     c.inflight--;
     c.replies++;
     if (error) c.errors++;
+  }
+
+  // ---- Sink: ring pump timing (stage histograms) ---------------------------------------------
+  entering(now: number): void {
+    const n = this.nAnswered;
+    for (let i = 0; i < n; i++) this.stages.record(STAGE_COMMIT, (now - this.answeredAt[i]!) * 1000);
+    this.nAnswered = 0;
+  }
+
+  entered(now: number): void {
+    this.batchAt = now;
   }
 
   unexpected(req: Request, err: unknown): void {
@@ -893,6 +936,9 @@ export class Session implements Sink, ReplyObserver {
       pinnedBytes: this.uring?.pinnedBytes ?? 0,
       fixedIo: u?.fixedIo ?? 0,
       nativeSync: u?.nativeSync ?? 0,
+      nativeAsync: u?.nativeAsync ?? 0,
+      nativeDirect: (u?.nativeDirect ?? 0) + (c.nativeDirect ?? 0),
+      directFallbacks: (u?.directFallbacks ?? 0) + (c.directFallbacks ?? 0),
       waitTimers: u?.waitTimers ?? 0,
       enters: u?.enters ?? 0,
       forwarded: this.counters.forwarded,
@@ -929,6 +975,7 @@ export class Session implements Sink, ReplyObserver {
         ...(this.uring?.pinnedCpus ? { cpus: this.uring.pinnedCpus } : {}),
       }],
       latencyUs: this.latency.summarize(opName),
+      stageLatencyUs: this.stages.summarize(stageName),
       slots: (this.classic?.slots.length ?? 0) + (this.uring?.slots.length ?? 0) + this.forwarded.reduce((n, f) => n + f.slots.length, 0),
       ringQueues: this.uring || this.forwarded.length ? possibleCpus() : 0,
       ringDepth: this.uring || this.forwarded.length ? this.opts.queueDepth : 0,
@@ -1085,8 +1132,8 @@ class EarlyInterrupts {
  * forwarded are counted once, by the main thread that handled them.
  */
 function mergeStats(own: SessionStats, workers: (Partial<SessionStats> | null)[], forwarding: boolean): SessionStats {
-  const out: SessionStats = { ...own, ops: { ...own.ops }, latencyUs: { ...own.latencyUs }, threads: [...own.threads] };
-  const sum = ["ringRequests", "devRequests", "wakeups", "cqes", "submits", "inflight", "pinnedBytes", "fixedIo", "nativeSync", "waitTimers", "enters", "nativeRequests",
+  const out: SessionStats = { ...own, ops: { ...own.ops }, latencyUs: { ...own.latencyUs }, stageLatencyUs: { ...own.stageLatencyUs }, threads: [...own.threads] };
+  const sum = ["ringRequests", "devRequests", "wakeups", "cqes", "submits", "inflight", "pinnedBytes", "fixedIo", "nativeSync", "nativeAsync", "nativeDirect", "directFallbacks", "waitTimers", "enters", "nativeRequests",
     "nativeReadBytes", "nativeWriteBytes", "nativeErrors", "ringRecovered", "errors", "replies", "forgets", "interrupts"] as const;
   workers.forEach((w, i) => {
     if (!w) return;
@@ -1098,6 +1145,7 @@ function mergeStats(own: SessionStats, workers: (Partial<SessionStats> | null)[]
     out.fixedFile ||= w.fixedFile ?? false;
     for (const [op, n] of Object.entries(w.ops ?? {})) out.ops[op] = (out.ops[op] ?? 0) + n;
     for (const [op, l] of Object.entries(w.latencyUs ?? {})) out.latencyUs[op] = mergeLatency(out.latencyUs[op], l);
+    for (const [st, l] of Object.entries(w.stageLatencyUs ?? {})) out.stageLatencyUs[st] = mergeLatency(out.stageLatencyUs[st], l);
     for (const t of w.threads ?? []) out.threads.push({ ...t, thread: `worker ${i}` });
   });
   // Distinct requests: forwarded ones appear in a worker's row and in the main thread's.

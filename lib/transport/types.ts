@@ -36,6 +36,12 @@ export interface SourceStats {
   nativeInflightMax?: number;
   /** Native reads/writes done synchronously on the ring's owner thread. */
   nativeSync?: number;
+  /** Native reads/writes submitted as READ_FIXED/WRITE_FIXED and answered from the completion. */
+  nativeAsync?: number;
+  /** Native requests on O_DIRECT handles (backing page cache bypassed). */
+  nativeDirect?: number;
+  /** Direct reads/writes refused for alignment (EINVAL) and redone on the buffered descriptor. */
+  directFallbacks?: number;
   /** Wait timers queued by the ring engine (one bounds many blocking waits). */
   waitTimers?: number;
   /** Ring commands retried / entries registered again after an unexpected error. */
@@ -73,6 +79,10 @@ export interface Sink {
   onRequest(slot: Slot): void;
   onIoDone(slot: Slot, res: number): void;
   onStopped(source: Source, errno: number): void;
+  /** Ring pump (optional, for the stage histograms): about to enter the kernel (submitting the
+   *  answers queued since the last enter), and back from it with records (performance.now()). */
+  entering?(now: number): void;
+  entered?(now: number): void;
 }
 
 export const COMPLETION_REQUEST = 0;

@@ -88,7 +88,7 @@ export class UringError extends Error {
   }
 }
 
-const STATS_WORDS = 20;
+const STATS_WORDS = 23;
 /** After this long of continuous pumping, yield one macrotask turn (timers, I/O callbacks). */
 const SLICE_MS = 4;
 /** Batches between two looks at the clock for SLICE_MS. */
@@ -147,6 +147,9 @@ export class UringSource implements Source {
     this.lingerWaits = opts.waitMicros > 0 ? Math.ceil((LINGER_MS * 1000) / opts.waitMicros) : 0;
     this.answeredElsewhere = opts.answeredElsewhere === true;
     n.fu_ring_set_native_sync(h, opts.nativeSyncMax ?? nativeSyncLimit(qids.length, opts.payloadSize));
+    // O_DIRECT handles go asynchronous (shim/ring.zig syncTransfer); =1 makes them synchronous
+    // like every other transfer, to compare.
+    if (process.env.FUSE_URING_DIRECT_SYNC === "1") n.fu_ring_set_direct_sync(h, 1);
     this.statsView = new DataView(toArrayBuffer(n.fu_ring_stats(h) as Pointer, 0, STATS_WORDS * 8));
   }
 
@@ -241,9 +244,11 @@ export class UringSource implements Source {
       for (;;) {
         const waiting = this.held - this.ioPending;
         const blocking = waiting <= 0 && this.waitMicros > 0;
+        this.sink.entering?.(performance.now());
         let count = n.fu_ring_enter(h, bytes, this.maxOut, blocking ? this.waitMicros : 0);
         if (count > 0) {
           emptyWaits = 0;
+          this.sink.entered?.(performance.now());
           this.out.dispatch(count, this, this.sink);
         }
         if (this.stopped || !this.handle) return;
@@ -273,9 +278,11 @@ export class UringSource implements Source {
           // Idle: from now on the kernel signals the eventfd; one more look closes the race
           // with a request that arrived just before.
           n.fu_ring_set_idle(h, 1);
+          this.sink.entering?.(performance.now());
           count = n.fu_ring_enter(h, bytes, this.maxOut, 0);
           if (count === 0) return;
           n.fu_ring_set_idle(h, 0);
+          this.sink.entered?.(performance.now());
           this.out.dispatch(count, this, this.sink);
           if (this.stopped) return;
         }
@@ -317,12 +324,14 @@ export class UringSource implements Source {
     const u = (i: number) => Number(v.getBigUint64(i * 8, true));
     // shim/ring.zig Stats: enters, cqes, wakeups, requests, commits, io_ops, errors, dead,
     // fixed_buffers, native_requests, native_read_bytes, native_write_bytes, native_errors,
-    // recovered, inflight_max, idles, native_inflight_max, native_sync, wait_timers, fixed_file
+    // recovered, inflight_max, idles, native_inflight_max, native_sync, wait_timers, fixed_file,
+    // native_async, native_direct, direct_fallbacks
     const fixed = u(8) === 1;
     return {
       submits: u(0), cqes: u(1), wakeups: u(2), requests: u(3), fixedIo: fixed ? u(5) : 0, errors: u(6) + this.refusals, fixedBuffers: fixed,
       enters: u(0), nativeRequests: u(9), nativeReadBytes: u(10), nativeWriteBytes: u(11), nativeErrors: u(12),
       recovered: u(13), inflightMax: u(14), idles: u(15), nativeInflightMax: u(16), nativeSync: u(17), waitTimers: u(18), fixedFile: u(19) === 1,
+      nativeAsync: u(20), nativeDirect: u(21), directFallbacks: u(22),
     };
   }
 }
