@@ -482,3 +482,11 @@ describe("wire: CREATE, SYMLINK, LINK, SETXATTR, READDIRPLUS", () => {
     ]);
   });
 });
+
+test("FORGET and BATCH_FORGET reach fs.forget with every pair and take no reply (as the Session does)", async () => {
+  const forgot: [number, number][] = [];
+  const t = testFs({ lookup: () => entry({ ino: 2, attr: hello }), forget: (ino, n) => void forgot.push([ino, n]) });
+  expect((await t.forget(2, 3)).noReply).toBe(true);
+  expect((await t.batchForget([[5, 1], [6, 2 ** 40]])).noReply).toBe(true);
+  expect(forgot).toEqual([[2, 3], [5, 1], [6, 2 ** 40]]);
+});
