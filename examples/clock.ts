@@ -4,7 +4,7 @@
 //
 //   fuse-uring mount examples/clock.ts /mnt/clock
 //   cat /mnt/clock/now.txt; ls /mnt/clock/ticks
-import { dir, tree } from "../lib/index.ts";
+import { dir, tree } from "fuse-uring";
 
 const started = Date.now();
 

@@ -11,7 +11,7 @@
 // Keys containing "/" or "%" appear with those characters escaped as %2F and %25.
 
 import { existsSync, readFileSync, renameSync, statSync, writeFileSync } from "node:fs";
-import { defineFs, FuseError, paths, serve, type DefinedFs } from "../lib/index.ts";
+import { defineFs, FuseError, paths, serve, type DefinedFs } from "fuse-uring";
 
 type Json = null | boolean | number | string | Json[] | { [k: string]: Json };
 type Container = Json[] | { [k: string]: Json };

@@ -9,7 +9,7 @@
 // (lib/fs/passthrough.ts is the full-featured version of this: inode-based, hard links, xattrs.)
 
 import { chmodSync, chownSync, linkSync, lstatSync, mkdirSync, readdirSync, readlinkSync, renameSync, rmdirSync, statfsSync, symlinkSync, truncateSync, unlinkSync, utimesSync, closeSync, openSync } from "node:fs";
-import { backed, defineFs, fsdecode, fsencode, paths, serve, type DefinedFs } from "../lib/index.ts";
+import { backed, defineFs, fsdecode, fsencode, paths, serve, type DefinedFs } from "fuse-uring";
 
 export function mirror(dir: string): DefinedFs {
   const root = fsencode(dir.replace(/\/+$/, ""));

@@ -16,7 +16,7 @@
 // with EINVAL and the error is logged.
 
 import { Database } from "bun:sqlite";
-import { defineFs, FuseError, paths, serve } from "../lib/index.ts";
+import { defineFs, FuseError, paths, serve } from "fuse-uring";
 
 const ROW = /^(\d+)\.json$/;
 

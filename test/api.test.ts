@@ -190,3 +190,15 @@ describe("entry points", () => {
     }
   });
 });
+
+test("the README's per-request I/O example: open gets the access mode as fh, write/read/truncate in the named order", async () => {
+  const t = testFs((await import("./fixtures/log-readme.ts")).default);
+  const l = await t.lookup(1, "log");
+  const ino = l.entry!.nodeid;
+  const w = await t.open(ino, O_WRONLY);
+  expect((await t.write(ino, w.open!.fh, 0, "hello world")).size).toBe(11);
+  await t.setattr(ino, { valid: 1 << 3, size: 5 }); // truncate
+  const r = await t.open(ino, O_RDONLY);
+  expect(Buffer.from((await t.read(ino, r.open!.fh, 1, 100)).data).toString()).toBe("ello");
+  expect((await t.getattr(ino)).attr!.attr.size).toBe(5);
+});

@@ -420,3 +420,73 @@ test("the README's defineInodeFs() example answers lookup, getattr and read", as
   expect(Buffer.from((await t.read(2, 0, 1, 100)).data).toString()).toBe("ello\n");
   expect((await t.lookup(1, "x")).error).toBe(2);
 });
+
+describe("wire: CREATE, SYMLINK, LINK, SETXATTR, READDIRPLUS", () => {
+  const calls: unknown[] = [];
+  const fs = (): InodeFS => ({
+    lookup() {
+      throw new FuseError("ENOENT"); // an InodeFS is recognised by its lookup method
+    },
+    create(_ctx, parent, name, mode, umask, flags) {
+      calls.push(["create", parent, name, mode, umask, flags]);
+      return { entry: entry({ ino: 3, attr: hello, entryTtl: 0, attrTtl: 0 }), open: { fh: 77, directIo: true } };
+    },
+    symlink(_ctx, parent, name, target) {
+      calls.push(["symlink", parent, name, target]);
+      return entry({ ino: 4, attr: hello });
+    },
+    link(_ctx, ino, newParent, newName) {
+      calls.push(["link", ino, newParent, newName]);
+      return entry({ ino, attr: hello });
+    },
+    setxattr(_ctx, ino, name, value, flags) {
+      calls.push(["setxattr", ino, name, Buffer.from(value).toString(), flags]);
+    },
+    readdir(_ctx, _ino, _fh, offset, filler) {
+      if (offset === 0) filler.add("hello", 1, { ino: 2, attr: hello, entryTtl: 0, attrTtl: 0 });
+    },
+  });
+
+  test("CREATE: fuse_entry_out followed by fuse_open_out (FOPEN_DIRECT_IO)", async () => {
+    calls.length = 0;
+    const t = testFs(fs());
+    expectReply(await t.create(1, "new", O_RDWR, 0o644, 0o022), [
+      ...outHeader(144, 0, 2),
+      ...u64(3), ...u64(0), ...u64(0), ...u64(0), ...u32(0), ...u32(0), ...helloAttrBytes, // entry_out
+      ...u64(77), ...u32(1), ...i32(0), // open_out: fh, FOPEN_DIRECT_IO, backing_id
+    ]);
+    expect(calls).toEqual([["create", 1, "new", 0o644, 0o022, O_RDWR]]);
+  });
+
+  test("SYMLINK: name then target in the payload; LINK: the old node id in fuse_link_in", async () => {
+    calls.length = 0;
+    const t = testFs(fs());
+    expect((await t.symlink(1, "s", "../target")).entry!.nodeid).toBe(4);
+    expect((await t.link(2, 5, "again")).entry!.nodeid).toBe(2);
+    expect(calls).toEqual([["symlink", 1, "s", "../target"], ["link", 2, 5, "again"]]);
+  });
+
+  test("SETXATTR: name, value and flags decoded; empty reply", async () => {
+    calls.length = 0;
+    const t = testFs(fs());
+    expectReply(await t.setxattr(2, "user.k", "v1", 1), outHeader(0, 0, 2));
+    expect(calls).toEqual([["setxattr", 2, "user.k", "v1", 1]]);
+  });
+
+  test("READDIRPLUS: fuse_direntplus = fuse_entry_out + fuse_dirent", async () => {
+    const t = testFs(fs());
+    expectReply(await t.readdirplus(1, 0, 0, 4096), [
+      ...outHeader(160, 0, 2),
+      ...u64(2), ...u64(0), ...u64(0), ...u64(0), ...u32(0), ...u32(0), ...helloAttrBytes, // entry_out (one lookup reference)
+      ...u64(2), ...u64(1), ...u32(5), ...u32(8), ...text("hello"), 0, 0, 0, // dirent: ino, off, namelen, DT_REG, name, pad
+    ]);
+  });
+});
+
+test("FORGET and BATCH_FORGET reach fs.forget with every pair and take no reply (as the Session does)", async () => {
+  const forgot: [number, number][] = [];
+  const t = testFs({ lookup: () => entry({ ino: 2, attr: hello }), forget: (ino, n) => void forgot.push([ino, n]) });
+  expect((await t.forget(2, 3)).noReply).toBe(true);
+  expect((await t.batchForget([[5, 1], [6, 2 ** 40]])).noReply).toBe(true);
+  expect(forgot).toEqual([[2, 3], [5, 1], [6, 2 ** 40]]);
+});

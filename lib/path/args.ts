@@ -14,6 +14,10 @@
 //
 // PathFS itself (pathfs.ts) calls handlers in the positional order; `toPositional` wraps a
 // defineFs() object once, where paths() builds its handler table. Nothing else knows.
+//
+// Handlers added after 0.1 (ioctl, poll, locks, …) are declared in types.ts in the named order
+// from the start, `(path, { … }, ctx)`: they are not in REORDERED, so both kinds of object pass
+// them through unchanged and the public PathHandlers type (Omit<…> below) shows them as declared.
 
 import type { InitInfo, RequestContext } from "../fs/types.ts";
 import type { Backed, Content, DirEntryLike, MaybePromise, Opened, PathHandlers as PositionalHandlers, StatfsLike, StatLike } from "./types.ts";

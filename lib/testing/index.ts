@@ -18,7 +18,7 @@ import { Errno } from "../fs/errors.ts";
 import type { InitInfo, InodeFS } from "../fs/types.ts";
 import { toInodeFS, type Filesystem } from "../path/convert.ts";
 import { encodeOutHeader } from "../protocol/codec.ts";
-import { HDR_OP_IN, HDR_PAYLOAD_SZ, initFlagNames, OUT_HEADER_SIZE, RING_HEADER_SIZE } from "../protocol/constants.ts";
+import { HDR_OP_IN, HDR_PAYLOAD_SZ, initFlagNames, Op, OUT_HEADER_SIZE, RING_HEADER_SIZE } from "../protocol/constants.ts";
 import { Dispatcher, type DispatchOptions } from "../session/dispatch.ts";
 import { Replier, type ReplyObserver } from "../session/reply.ts";
 import { Request } from "../session/request.ts";
@@ -140,7 +140,7 @@ export class FsTester {
 
   /** DESTROY: fs.destroy, answered like the Session does. */
   destroy(): Promise<Reply> {
-    return this.send({ opcode: 38, nodeid: 0, opIn: new Uint8Array(0), payload: new Uint8Array(0) });
+    return this.send({ opcode: Op.DESTROY, nodeid: 0, opIn: new Uint8Array(0), payload: new Uint8Array(0) });
   }
 
   private slot(): Slot {
@@ -231,17 +231,29 @@ export class FsTester {
     request.payloadSize = r.payload.length;
     request.begin(performance.now());
     const done = new Promise<Reply>((resolve) => this.pending.set(slot, { req: request, resolve }));
+    // What Session.onRequest handles itself, done the same way; everything else is dispatched.
     switch (r.opcode) {
-      case 2: { // FORGET
-        try {
-          this.fs.forget?.(r.nodeid, new DataView(r.opIn.buffer, r.opIn.byteOffset).getUint32(0, true));
-        } catch (e) {
-          this.unexpected.push(e);
+      case Op.FORGET:
+      case Op.BATCH_FORGET: {
+        const pairs: [number, number][] = [];
+        if (r.opcode === Op.FORGET) pairs.push([r.nodeid, Number(new DataView(r.opIn.buffer, r.opIn.byteOffset).getBigUint64(0, true))]);
+        else {
+          const dv = new DataView(r.payload.buffer, r.payload.byteOffset, r.payload.byteLength);
+          for (let i = 0; (i + 1) * 16 <= r.payload.length; i++) pairs.push([Number(dv.getBigUint64(i * 16, true)), Number(dv.getBigUint64(i * 16 + 8, true))]);
+        }
+        for (const [ino, n] of pairs) {
+          try {
+            this.fs.forget?.(ino, n);
+          } catch (e) {
+            this.unexpected.push(e);
+          }
         }
         this.replier.none(request);
         break;
       }
-      case 36: { // INTERRUPT
+      case Op.INIT:
+        throw new Error("fuse-uring/testing: call t.init() (INIT is negotiated by the Session, not the dispatcher)");
+      case Op.INTERRUPT: {
         const target = Number(new DataView(r.opIn.buffer, r.opIn.byteOffset).getBigUint64(0, true));
         const t = this.inFlight(target);
         if (t) t.interrupt();
@@ -259,14 +271,27 @@ export class FsTester {
   forget(ino: number, nlookup = 1): Promise<Reply> {
     const b = new Uint8Array(8);
     new DataView(b.buffer).setBigUint64(0, BigInt(nlookup), true);
-    return this.send({ opcode: 2, nodeid: ino, opIn: b, payload: new Uint8Array(0) });
+    return this.send({ opcode: Op.FORGET, nodeid: ino, opIn: b, payload: new Uint8Array(0) });
+  }
+
+  /** BATCH_FORGET of [ino, nlookup] pairs (no reply). */
+  batchForget(pairs: [number, number][]): Promise<Reply> {
+    const head = new Uint8Array(8);
+    new DataView(head.buffer).setUint32(0, pairs.length, true);
+    const payload = new Uint8Array(pairs.length * 16);
+    const dv = new DataView(payload.buffer);
+    pairs.forEach(([ino, n], i) => {
+      dv.setBigUint64(i * 16, BigInt(ino), true);
+      dv.setBigUint64(i * 16 + 8, BigInt(n), true);
+    });
+    return this.send({ opcode: Op.BATCH_FORGET, nodeid: 0, opIn: head, payload });
   }
 
   /** INTERRUPT the request with unique id `unique` (its handler sees ctx.signal abort). */
   interrupt(unique: number): Promise<Reply> {
     const b = new Uint8Array(8);
     new DataView(b.buffer).setBigUint64(0, BigInt(unique), true);
-    return this.send({ opcode: 36, nodeid: 0, opIn: b, payload: new Uint8Array(0) });
+    return this.send({ opcode: Op.INTERRUPT, nodeid: 0, opIn: b, payload: new Uint8Array(0) });
   }
 
   // ---- one method per opcode, with the reply decoded ------------------------------------------
@@ -318,6 +343,7 @@ export class FsTester {
   release = (ino: number, fh: number, flags = 0) => this.send(req.release(ino, fh, flags));
   releasedir = (ino: number, fh: number) => this.send(req.releasedir(ino, fh));
   fsync = (ino: number, fh: number, datasync = false) => this.send(req.fsync(ino, fh, datasync));
+  fsyncdir = (ino: number, fh: number, datasync = false) => this.send({ ...req.fsync(ino, fh, datasync), opcode: Op.FSYNCDIR });
   flush = (ino: number, fh: number, lockOwner: bigint = 0n) => this.send(req.flush(ino, fh, lockOwner));
   setxattr = (ino: number, name: string, value: Uint8Array | string, flags = 0) => this.send(req.setxattr(ino, name, value, flags));
   /** size 0 asks for the value's size (reply: size); otherwise the value (reply: data). */
