@@ -44,7 +44,9 @@ fi
 
 t0=$(date +%s)
 log "in the guest (-cpu max): ${files[*]}"
-bash scripts/vm.sh "${envs[@]}" -- node_modules/.bin/bun test --timeout 120000 \
+# --timeout: bun's default per-test limit, × FUSE_URING_TIME_SCALE (4, test/vm/guest.env) like
+# the harness's own limits.
+bash scripts/vm.sh "${envs[@]}" -- node_modules/.bin/bun test --timeout 480000 \
   --reporter=junit --reporter-outfile="$out/guest.xml" "${files[@]}"
 log "guest tests took $(( $(date +%s) - t0 ))s"
 

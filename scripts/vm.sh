@@ -61,6 +61,8 @@ fi
 
 # --- the kernel: vmlinux, config, the 9p modules ----------------------------------------------
 KDIR=$CACHE/kernel/$KABI
+mkdir -p "$CACHE"
+exec 9> "$CACHE/.lock"; flock 9   # one builder of the cache at a time (released before the boot)
 fetch_kernel() {
   local apt=$CACHE/apt dl=$CACHE/kernel/.download
   mkdir -p "$apt/lists/partial" "$apt/cache/archives/partial" "$apt/empty" "$dl"
@@ -114,6 +116,7 @@ if [ ! -f "$INITRD" ]; then
   rm -rf "$r"; mv "$INITRD.tmp" "$INITRD"
   find "$CACHE" -maxdepth 1 -name 'initrd-*.cpio' ! -path "$INITRD" -delete
 fi
+flock -u 9; exec 9>&-
 
 # --- one boot ----------------------------------------------------------------------------------
 # qemu_args ACCEL CPU RUNDIR: sets Q to the QEMU command line (console on stdio).
@@ -189,6 +192,7 @@ set +e
 qemu_args "$ACCEL" "$CPU" "$RUN"
 timeout -k 10 "$TIMEOUT" "${Q[@]}" < /dev/null
 qrc=$?
+echo   # the kernel's last console line ("reboot: Power down") ends without one
 set -e
 if [ ! -f "$RUN/rc" ]; then
   [ $qrc = 124 ] && fail "the guest did not finish within ${TIMEOUT}s (FUSE_URING_VM_TIMEOUT)"

@@ -1,6 +1,6 @@
 // Starting and stopping daemons (the CLI or a fixture script) as child processes.
 import { readFileSync } from "node:fs";
-import { BUN, CLI, REPO, type Transport } from "./env.ts";
+import { BUN, CLI, REPO, timeLimit, type Transport } from "./env.ts";
 import { describeCmd, sleep } from "./run.ts";
 import {
   abortConnection,
@@ -146,7 +146,7 @@ export async function startDaemon(args: string[] = [], opts: StartOptions = {}):
     return c;
   });
 
-  const readyTimeoutMs = opts.readyTimeoutMs ?? 15_000;
+  const readyTimeoutMs = timeLimit(opts.readyTimeoutMs ?? 15_000);
   const deadline = Date.now() + readyTimeoutMs;
   while (!readyLine && !exited && Date.now() < deadline) {
     await new Promise<void>((resolve) => {
@@ -200,7 +200,7 @@ export async function startDaemon(args: string[] = [], opts: StartOptions = {}):
       return exitCode;
     },
     async waitExit(timeoutMs = 10_000) {
-      await Promise.race([exitedP, sleep(timeoutMs)]);
+      await Promise.race([exitedP, sleep(timeLimit(timeoutMs))]);
       return { exited, code: exitCode, signal: proc.signalCode ? String(proc.signalCode) : null };
     },
     async stop(signal = "SIGTERM", timeoutMs = 10_000) {
@@ -257,7 +257,7 @@ export interface Stats {
 
 /** Read a --stats-file; retries while it is missing or half-written. */
 export async function readStats(path: string, opts: { timeoutMs?: number; until?: (s: Stats) => boolean } = {}): Promise<Stats> {
-  const deadline = Date.now() + (opts.timeoutMs ?? 5000);
+  const deadline = Date.now() + timeLimit(opts.timeoutMs ?? 5000);
   let last: Stats | undefined;
   let lastErr = "";
   for (;;) {

@@ -33,6 +33,22 @@ export const TRANSPORTS: Transport[] = (() => {
   return wanted as Transport[];
 })();
 
+/**
+ * Multiplies the time LIMITS of the harness — client commands (run/sh), daemon start-up and
+ * stop, stats polling, fuseTest — never an assertion's threshold. 1 on a host; the TCG guest
+ * sets FUSE_URING_TIME_SCALE=4 (test/vm/guest.env: emulation runs 5–10× slower, docs/GUEST.md).
+ */
+export const TIME_SCALE: number = (() => {
+  const v = Number(process.env.FUSE_URING_TIME_SCALE ?? "1");
+  if (!(v >= 1)) throw new Error(`FUSE_URING_TIME_SCALE must be a number >= 1, got ${process.env.FUSE_URING_TIME_SCALE}`);
+  return v;
+})();
+
+/** A time limit of the harness scaled by TIME_SCALE. */
+export function timeLimit(ms: number): number {
+  return ms * TIME_SCALE;
+}
+
 /** Where temporary mountpoints and scratch files go (mountpoints must be on a real fs, not a FUSE mount). */
 export const TMP_ROOT = "/tmp";
 

@@ -4,20 +4,21 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "no
 import { join } from "node:path";
 import { abortAllMounts, cleanupMountpoints, isMounted, registeredMountpoints } from "./mounts.ts";
 import { killAllDaemons, startDaemon, type Daemon, type StartOptions } from "./daemon.ts";
-import type { Transport } from "./env.ts";
+import { timeLimit, TIME_SCALE, type Transport } from "./env.ts";
 
 /**
  * `test()` with a watchdog: shortly before `timeoutMs` it aborts the FUSE connections of all our
  * mounts, so clients stuck on a wedged daemon error out (the test then fails) instead of leaving
  * D-state processes behind.
  */
-export function fuseTest(name: string, fn: () => Promise<void> | void, timeoutMs = 60_000): void {
+export function fuseTest(name: string, fn: () => Promise<void> | void, limitMs = 60_000): void {
+  const timeoutMs = timeLimit(limitMs); // × FUSE_URING_TIME_SCALE (the TCG guest)
   test(
     name,
     async () => {
       let fired: string[] | undefined;
       const timer = setTimeout(() => {
-        fired = abortAllMounts(`test "${name}" ran into its ${timeoutMs} ms limit`);
+        fired = abortAllMounts(`test "${name}" ran into its ${timeoutMs} ms limit${TIME_SCALE > 1 ? ` (${limitMs} ms × FUSE_URING_TIME_SCALE ${TIME_SCALE})` : ""}`);
       }, Math.max(1000, timeoutMs - 3000));
       try {
         await fn();

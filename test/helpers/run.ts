@@ -3,7 +3,7 @@
 // go away, abort the FUSE connections of our mounts (the watchdog) so it errors out.
 import { clientCgroup, inClientCgroup } from "./cgroup.ts";
 import { abortAllMounts, stuckProcesses } from "./mounts.ts";
-import { PYTHON, FSOPS, REPO } from "./env.ts";
+import { PYTHON, FSOPS, REPO, timeLimit } from "./env.ts";
 
 export interface RunResult {
   code: number | null;
@@ -18,7 +18,7 @@ export interface RunResult {
 export interface RunOptions {
   cwd?: string;
   env?: Record<string, string | undefined>;
-  /** Milliseconds before the child is killed (default 30 s). */
+  /** Milliseconds before the child is killed (default 30 s; × FUSE_URING_TIME_SCALE). */
   timeoutMs?: number;
   /** Data written to the child's stdin (default: no stdin). */
   stdin?: string | Uint8Array;
@@ -46,7 +46,7 @@ export interface Background {
 
 /** Start a child; `done` resolves with its result. Never rejects. */
 export function spawnBg(cmd: string[], opts: RunOptions = {}): Background {
-  const timeoutMs = opts.timeoutMs ?? 30_000;
+  const timeoutMs = timeLimit(opts.timeoutMs ?? 30_000);
   const proc = Bun.spawn(opts.clientCgroup === false ? cmd : inClientCgroup(cmd), {
     cwd: opts.cwd ?? REPO,
     env: { ...process.env, ...opts.env } as Record<string, string>,

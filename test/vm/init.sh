@@ -36,6 +36,9 @@ mount -t tmpfs -o mode=755 run $n/run
 mount -t fusectl none $n/sys/fs/fuse/connections || die "mount fusectl"
 echo Y > /sys/module/fuse/parameters/enable_uring || die "enable_uring=Y"
 hostname fuse-uring-guest
+# The kernel's default open-file limit (1024/4096) is far below a host's (systemd: 65536 and
+# more); the passthrough holds a descriptor per known node and tests look up 3000 files.
+ulimit -n 65536 || die "ulimit -n 65536"
 
 # The command's output goes through a pipe, as in CI (not a terminal).
 set -o pipefail
