@@ -226,8 +226,9 @@ export class MemState {
 
   /** The slot of live node `id`, or 0. */
   slotOf(id: number): number {
-    const slot = id % TWO32;
-    if (!(slot > 0) || slot >= this.nodes.high || !Number.isInteger(slot)) return 0;
+    // (most ids are below 2^32: generation 0, no floating-point remainder)
+    const slot = id < TWO32 ? id : id % TWO32;
+    if (!(slot > 0) || slot >= this.nodes.high || (slot | 0) !== slot) return 0;
     const i = slot * NODE_WORDS;
     if (this.NI[i + N_USED] !== 1 || this.NI[i + N_GEN] !== (id - slot) / TWO32) return 0;
     return slot;
