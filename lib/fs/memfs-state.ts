@@ -350,6 +350,7 @@ export class MemState {
     const I = this.dirents.I, i = d * DIRENT_WORDS;
     const dir = I[i + D_DIR]!;
     const ni = dir * NODE_WORDS, nf = ni >> 1;
+    if ((this.NI[ni + N_LIST_LEN]! + 1) * LIST_REC > this.arena.capacity(this.NI[ni + N_LIST]!)) throw new Error("BUG: memfs: add() without room prepared in the directory's list");
     const cookie = this.NF[nf + NF_NEXT_COOKIE]!;
     this.NF[nf + NF_NEXT_COOKIE] = cookie + 1;
     I[i + D_NODE] = node;
@@ -415,11 +416,14 @@ export class MemState {
     return lo;
   }
 
-  /** Room for one more record in dir's list. False: the arena is full. */
+  /**
+   * Room for two more records in dir's list (an operation prepares at most two entries in one
+   * directory before adding them: rename with RENAME_WHITEOUT). False: the arena is full.
+   */
   private reserveList(dir: number): boolean {
     const ni = dir * NODE_WORDS;
     const list = this.NI[ni + N_LIST]!, len = this.NI[ni + N_LIST_LEN]!;
-    if (list !== 0 && (len + 1) * LIST_REC <= this.arena.capacity(list)) return true;
+    if (list !== 0 && (len + 2) * LIST_REC <= this.arena.capacity(list)) return true;
     const next = this.arena.alloc(Math.max(8, len * 2) * LIST_REC);
     if (next === 0) return false;
     if (list !== 0) {
