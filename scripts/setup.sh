@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Idempotent set-up for a fresh Debian machine (root) or an already prepared one.
-# Installs: liburing-dev, fuse3, fio, binutils (Debian); Bun + TypeScript (npm, pinned in package.json);
+# Installs: liburing-dev, fuse3, fio, attr, stress-ng (Debian); Bun + TypeScript (npm, pinned in package.json);
 # Zig (PyPI `ziglang`, pinned below) unless a matching `zig` is on PATH. Builds the shim.
 # Fast when everything is present: every step checks before it acts.
 set -euo pipefail
@@ -16,6 +16,7 @@ command -v fio >/dev/null 2>&1 || need_apt+=(fio)
 command -v taskset >/dev/null 2>&1 || need_apt+=(util-linux)
 command -v attr >/dev/null 2>&1 || need_apt+=(attr)
 command -v objdump >/dev/null 2>&1 || need_apt+=(binutils)   # test/baseline-build.test.ts
+command -v stress-ng >/dev/null 2>&1 || need_apt+=(stress-ng) # test/integration/memfs-shared.test.ts
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" != 0 ]; then
     log "missing Debian packages: ${need_apt[*]} — run this script as root once (apt-get install)"; exit 1

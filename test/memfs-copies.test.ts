@@ -222,6 +222,19 @@ describe("memfs over one shared state", () => {
     expect(fs.dumpState()).toBe(full);
   });
 
+  test("rename with RENAME_WHITEOUT (two entries added to one directory) at every list size keeps the listing whole", () => {
+    const fs = memfs({ maxBytes: 1 << 24, maxInodes: 10_000 });
+    const want: string[] = [];
+    for (let k = 0; k < 300; k++) {
+      fs.mknod(ctx, ROOT, `f${k}`, 0o100644, 0, 0);
+      fs.rename(ctx, ROOT, `f${k}`, ROOT, `g${k}`, 4); // g<k> added, f<k> becomes a whiteout
+      want.push(`f${k}`, `g${k}`);
+      const got: string[] = [];
+      fs.readdir(ctx, ROOT, 0, 0, { plus: false, add: (n) => (got.push(n), true) });
+      expect(got.slice(2).sort()).toEqual([...want].sort());
+    }
+  });
+
   test("metadata lives once: views add no state, the shared tables do not grow with views", () => {
     const fs = memfs({ maxBytes: 1 << 24, maxInodes: 10_000 });
     for (let i = 0; i < 2000; i++) fs.mknod(ctx, ROOT, `n${i}`, 0o100644, 0, 0);

@@ -1,5 +1,6 @@
 // A/B of two checkouts: daemon CPU per request and IOPS, fio 4 KiB O_DIRECT random I/O at QD1
-// (randread; AB_RW=randwrite for writes).
+// (randread; AB_RW=randwrite for writes; AB_RW=csu: create+stat+unlink, JOBS bench/meta.py csu
+// processes of 3000 files each, ops/s = 3 × files ÷ the three phases' time, CPU per operation).
 // Interleaves the checkouts round by round (the machine is shared and noisy: compare medians).
 //
 //   bun bench/micro/ab-qd1.ts memfs|passthrough JOBS ROUNDS CHECKOUT_A CHECKOUT_B …
@@ -14,8 +15,8 @@ if (!fsKind || !jobs || !rounds || trees.length === 0) {
   process.exit(2);
 }
 const rw = process.env.AB_RW ?? "randread";
-if (rw !== "randread" && rw !== "randwrite") {
-  console.error("AB_RW: randread or randwrite");
+if (rw !== "randread" && rw !== "randwrite" && rw !== "csu") {
+  console.error("AB_RW: randread, randwrite or csu");
   process.exit(2);
 }
 const ticksOf = (pid: number) => {
@@ -37,6 +38,30 @@ for (let r = 0; r < Number(rounds); r++) {
       const { value, done } = await rd.read();
       if (done) throw new Error(`daemon of ${tree} exited: ${err}`);
       err += new TextDecoder().decode(value);
+    }
+    if (rw === "csu") {
+      const files = 3000;
+      const meta = (tag: string) => Array.from({ length: Number(jobs) }, (_, j) => {
+        spawnSync(["mkdir", "-p", `${mnt}/${tag}${j}`]);
+        return spawn(["python3", `${tree}/bench/meta.py`, "csu", `${mnt}/${tag}${j}`, String(files)], { stdout: "pipe" });
+      });
+      await Promise.all(meta("warm").map((p) => p.exited)); // unmeasured: JIT, caches
+      const t0 = ticksOf(d.pid);
+      const ps = meta("m");
+      const outs = await Promise.all(ps.map(async (p) => JSON.parse(await new Response(p.stdout).text())));
+      const t1 = ticksOf(d.pid);
+      let ops = 0, secs = 0;
+      for (const o of outs) {
+        ops += o.create.ops + o.stat.ops + o.unlink.ops;
+        secs = Math.max(secs, o.create.s + o.stat.s + o.unlink.s);
+      }
+      (results[tree] ??= []).push({ iops: Math.round(ops / secs), cpu: ((t1 - t0) * 10_000) / ops });
+      d.kill("SIGTERM");
+      await d.exited;
+      spawnSync(["umount", src]);
+      spawnSync(["rm", "-rf", mnt]);
+      spawnSync(["rmdir", src]);
+      continue;
     }
     const fioArgs = (runtime: number) => ["fio", "--name=q", `--directory=${mnt}`, `--rw=${rw}`, "--bs=4k", "--direct=1", "--ioengine=sync",
       `--numjobs=${jobs}`, "--time_based", `--runtime=${runtime}`, "--size=32M", "--group_reporting", "--output-format=json"];

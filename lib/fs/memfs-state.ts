@@ -226,8 +226,9 @@ export class MemState {
 
   /** The slot of live node `id`, or 0. */
   slotOf(id: number): number {
-    const slot = id % TWO32;
-    if (!(slot > 0) || slot >= this.nodes.high || !Number.isInteger(slot)) return 0;
+    // (most ids are below 2^32: generation 0, no floating-point remainder)
+    const slot = id < TWO32 ? id : id % TWO32;
+    if (!(slot > 0) || slot >= this.nodes.high || (slot | 0) !== slot) return 0;
     const i = slot * NODE_WORDS;
     if (this.NI[i + N_USED] !== 1 || this.NI[i + N_GEN] !== (id - slot) / TWO32) return 0;
     return slot;
@@ -349,6 +350,7 @@ export class MemState {
     const I = this.dirents.I, i = d * DIRENT_WORDS;
     const dir = I[i + D_DIR]!;
     const ni = dir * NODE_WORDS, nf = ni >> 1;
+    if ((this.NI[ni + N_LIST_LEN]! + 1) * LIST_REC > this.arena.capacity(this.NI[ni + N_LIST]!)) throw new Error("BUG: memfs: add() without room prepared in the directory's list");
     const cookie = this.NF[nf + NF_NEXT_COOKIE]!;
     this.NF[nf + NF_NEXT_COOKIE] = cookie + 1;
     I[i + D_NODE] = node;
@@ -414,11 +416,14 @@ export class MemState {
     return lo;
   }
 
-  /** Room for one more record in dir's list. False: the arena is full. */
+  /**
+   * Room for two more records in dir's list (an operation prepares at most two entries in one
+   * directory before adding them: rename with RENAME_WHITEOUT). False: the arena is full.
+   */
   private reserveList(dir: number): boolean {
     const ni = dir * NODE_WORDS;
     const list = this.NI[ni + N_LIST]!, len = this.NI[ni + N_LIST_LEN]!;
-    if (list !== 0 && (len + 1) * LIST_REC <= this.arena.capacity(list)) return true;
+    if (list !== 0 && (len + 2) * LIST_REC <= this.arena.capacity(list)) return true;
     const next = this.arena.alloc(Math.max(8, len * 2) * LIST_REC);
     if (next === 0) return false;
     if (list !== 0) {
