@@ -398,7 +398,17 @@ async function setupLibfuse(path: string, notes: string[]): Promise<{ reason: st
 
 async function main(): Promise<number> {
   // QEMU's storage-export workload on the disk: its own matrix (bench/lib/export.ts)
-  if (process.argv.includes("--workload")) return runExport(process.argv.slice(2), REPO, bunPath(), join(REPO, "bench/results"));
+  if (process.argv.includes("--workload")) {
+    workRoot = mkdtempSync("/tmp/fuse-uring-bench-");
+    try {
+      return await runExport(process.argv.slice(2), REPO, bunPath(), join(REPO, "bench/results"), async (path, notes) => {
+        const r = await setupLibfuse(path, notes);
+        return r.reason ? { reason: r.reason } : { env: libfuseRun!.env, uring: r.uring };
+      });
+    } finally {
+      await cleanup();
+    }
+  }
   const o = parseOptions(process.argv.slice(2));
   const t0 = Date.now();
   const startedAt = new Date(t0).toISOString().replace(/\.\d+Z$/, "Z");

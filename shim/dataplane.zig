@@ -237,3 +237,36 @@ test "lookup only inside the tag window" {
     _ = dp.set(1, -1, 0);
     try std.testing.expectEqual(@as(?Handle, null), dp.lookup(fh_tag + 1));
 }
+
+test "direct mode: a buffered fd is reopened with O_DIRECT and kept as the fallback" {
+    var err: i32 = 0;
+    const dp = DataPlane.create(2, &err).?;
+    defer dp.destroy();
+    // /tmp is a disk filesystem here; one that refuses O_DIRECT leaves the handle buffered.
+    const path = "/tmp/fuse-uring-dataplane-test";
+    const rc = linux.openat(linux.AT.FDCWD, path, .{ .ACCMODE = .RDWR, .CREAT = true, .TRUNC = true, .CLOEXEC = true }, 0o600);
+    try std.testing.expect(sys.errnoOf(rc) == .SUCCESS);
+    const fd: i32 = @intCast(rc);
+    defer sys.closeFd(fd);
+    _ = linux.unlinkat(linux.AT.FDCWD, path, 0);
+    try std.testing.expectEqual(@as(i32, 0), dp.set(0, fd, mode_direct));
+    const h = dp.lookup(fh_tag).?;
+    if (h.direct) {
+        try std.testing.expect(h.fd != fd and h.fallback == fd);
+        const fl: u32 = @truncate(linux.fcntl(h.fd, linux.F.GETFL, 0));
+        try std.testing.expect(fl & o_direct != 0 and fl & 3 == 2);
+        try std.testing.expect(wantsFallback(h, op_read, sys.neg(.INVAL)));
+        try std.testing.expect(!wantsFallback(h, op_fsync, sys.neg(.INVAL)));
+        try std.testing.expect(!wantsFallback(h, op_read, sys.neg(.IO)));
+    } else {
+        try std.testing.expect(h.fd == fd and h.fallback == -1);
+    }
+    const opened = h.fd;
+    _ = dp.set(0, -1, 0);
+    try std.testing.expectEqual(@as(?Handle, null), dp.lookup(fh_tag));
+    // The reopened descriptor was the table's: closed with the slot.
+    if (h.direct) try std.testing.expect(sys.errnoOf(linux.fcntl(opened, linux.F.GETFL, 0)) == .BADF);
+    // Without the mode a buffered fd stays as it is.
+    try std.testing.expectEqual(@as(i32, 0), dp.set(1, fd, 0));
+    try std.testing.expectEqual(Handle{ .fd = fd, .fallback = -1, .direct = false }, dp.lookup(fh_tag + 1).?);
+}

@@ -42,6 +42,8 @@ export interface DaemonSpec {
   extraArgs?: string[];
   /** run the daemon with RLIMIT_NOFILE raised to this (soft and hard), through prlimit(1) */
   nofile?: number;
+  /** extra environment of the fuse-uring daemon (e.g. FUSE_URING_NO_PIN=1) */
+  env?: Record<string, string>;
 }
 
 export interface StopResult {
@@ -77,7 +79,8 @@ export class Daemon {
         ...(spec.extraArgs ?? []),
         ...(spec.scriptArgs?.length ? ["--", ...spec.scriptArgs] : []),
       ];
-    const env = lf?.env ? { ...process.env, ...lf.env } : undefined;
+    const extra = lf ? lf.env : spec.env;
+    const env = extra ? { ...process.env, ...extra } : undefined;
     // passthrough_hp prints nothing when mounted: its stdout goes to the same log as stderr
     this.proc = Bun.spawn({ cmd: this.cmd, cwd: repo, env, stdin: "ignore", stdout: lf ? "pipe" : "ignore", stderr: "pipe" });
     this.pid = this.proc.pid;

@@ -206,12 +206,23 @@ function log(line: string): void {
   process.stderr.write(`[bench export] ${line}\n`);
 }
 
-export async function runExport(argv: string[], repo: string, bun: string, outRoot: string): Promise<number> {
+/** Checks passthrough_hp runs (fixing its library links if needed): the environment to run it with, or why not. */
+export type LibfuseSetup = (path: string, notes: string[]) => Promise<{ reason?: string; env?: Record<string, string>; uring?: boolean }>;
+
+export async function runExport(argv: string[], repo: string, bun: string, outRoot: string, setupLibfuse: LibfuseSetup): Promise<number> {
   const o = parse(argv);
   if (process.getuid?.() !== 0) throw new BenchError("the export benchmark mounts FUSE filesystems: run it as root");
   const fsType = (await run(["stat", "-f", "-c", "%T", o.dir], { timeoutMs: 5000 })).stdout.trim();
   if (fsType === "tmpfs" || fsType === "ramfs") throw new BenchError(`${o.dir} is ${fsType}: the export workload needs the disk`);
-  if (o.libfuse && !existsSync(o.libfuse)) throw new BenchError(`--libfuse ${o.libfuse}: no such file`);
+  const notes: string[] = [];
+  let libfuseEnv: Record<string, string> | undefined;
+  if (o.libfuse) {
+    if (!existsSync(o.libfuse)) throw new BenchError(`--libfuse ${o.libfuse}: no such file`);
+    const s = await setupLibfuse(o.libfuse, notes);
+    if (s.reason) throw new BenchError(`libfuse: ${s.reason}`);
+    if (!s.uring) throw new BenchError(`${o.libfuse} does not offer -o io_uring`);
+    libfuseEnv = s.env;
+  }
   const cfgs = configs(o);
   const work = mkdtempSync(join(o.dir, "fuse-uring-export-"));
   const src = join(work, "src");
@@ -219,7 +230,6 @@ export async function runExport(argv: string[], repo: string, bun: string, outRo
   const image = join(src, "img");
   const t0 = Date.now();
   const samples: ExportSample[] = [];
-  const notes: string[] = [];
   const live: Daemon[] = [];
   const stamp = new Date().toISOString().replace(/:/g, "-").replace(/\.\d+Z$/, "Z");
   const outDir = o.out ?? join(outRoot, `${stamp}-export`);
@@ -249,7 +259,7 @@ export async function runExport(argv: string[], repo: string, bun: string, outRo
         const d = new Daemon({
           id: c.id, fsArgs: ["--passthrough", src], transport: "uring", mountpoint: dir, statsFile: stats, queueDepth: 8, maxWrite: 1 << 20,
           extraArgs: c.args,
-          libfuse: c.kind === "libfuse" ? { binary: o.libfuse!, args: c.args, source: src } : undefined,
+          libfuse: c.kind === "libfuse" ? { binary: o.libfuse!, args: c.args, source: src, env: libfuseEnv } : undefined,
         }, repo, bun);
         live.push(d);
         mnts.set(c.id, { dir, d, stats });

@@ -294,7 +294,10 @@ describe("ring engine counters", () => {
     const stats = statsPath();
     const d = await startDaemon(["--transport", "uring", "--stats-file", stats]);
     await shOk(`echo hi > "$1/f"; for i in $(seq 200); do cat "$1/f" >/dev/null; done`, [d.mnt]);
-    await sleep(500);
+    // Workers post their counters every 500 ms and the file is written every second: wait until
+    // it holds everything the loop caused (a snapshot 500 ms after it missed up to 233 enters
+    // on a loaded machine, which then counted as "idle" enters).
+    await sleep(2000);
     const before = await readStats(stats);
     const ticks = () => {
       const stat = readFileSync(`/proc/${d.proc.pid}/stat`, "utf8");

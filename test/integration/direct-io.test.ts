@@ -83,7 +83,12 @@ for (const transport of TRANSPORTS) {
       expect(extra, `GETATTR+GETXATTR during 800 O_DIRECT I/Os: ${extra} (ops ${JSON.stringify((after as { ops?: unknown }).ops)})`).toBeLessThanOrEqual(8);
       expect(num(after, "directFallbacks")).toBe(0);
       expect(op(after, "READ") + op(after, "WRITE"), "no READ/WRITE reached JS").toBe(0);
-      if (transport === "uring") expect(num(after, "nativeAsync") + num(after, "nativeSync")).toBeGreaterThanOrEqual(928);
+      if (transport === "uring") {
+        expect(num(after, "nativeAsync") + num(after, "nativeSync")).toBeGreaterThanOrEqual(928);
+        // The metadata requests (LOOKUP, OPEN, …) went through JS on the ring: each stage has them.
+        const stages = (after as { stageLatencyUs?: Record<string, { count: number }> }).stageLatencyUs ?? {};
+        for (const st of ["batch", "handler", "commit"]) expect(stages[st]?.count ?? 0, `stageLatencyUs.${st}`).toBeGreaterThan(0);
+      }
     });
 
     fuseTest("--backing-cache: backing files stay buffered (the page cache holds them)", async () => {
