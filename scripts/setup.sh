@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Idempotent set-up for a fresh Debian machine (root) or an already prepared one.
-# Installs: liburing-dev, fuse3, fio, attr, stress-ng (Debian); Bun + TypeScript (npm, pinned in package.json);
+# Installs: liburing-dev, fuse3, fio, attr, stress-ng, binutils (Debian); Bun + TypeScript (npm, pinned in package.json);
 # Zig (PyPI `ziglang`, pinned below) unless a matching `zig` is on PATH. Builds the shim.
 # Fast when everything is present: every step checks before it acts.
 set -euo pipefail
