@@ -13,5 +13,6 @@ export { detach as unmountPath, isMounted, type VfsOptions } from "./mountpoint.
 export { tree, file, dir, symlink, type TreeValue, type TreeOptions, type FileSpec, type FileOptions, type FileSource, type DirSpec, type DirEntries, type LinkSpec } from "./tree.ts";
 export { paths, PathFS, opened, backed, type Backed, type BackedOptions, type BackingSource, toInodeFS, attachMount, invalidatePath, invalidateEntryPath, type PathHandlers, type PathFSOptions, type StatLike, type DirEntryLike, type Content, type TimeLike, type FileType, type OpenOptions, type Opened, type StatfsLike, type Filesystem } from "./path/index.ts";
 export { loadScript, serve, ScriptError, type ScriptContext } from "./script.ts";
+export { failStop, FailStopError } from "./shared/fail-stop.ts";
 // Names are bytes: undecodable bytes are lone surrogates U+DC80–U+DCFF (Python's os.fsdecode).
 export { nameToBytes as nameBytes, nameToBytes as fsencode, bytesToName as fsdecode } from "./protocol/names.ts";

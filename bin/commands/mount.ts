@@ -5,7 +5,7 @@ import { statSync } from "node:fs";
 import type { InodeFS } from "../../lib/fs/types.ts";
 import type { ScriptVersion } from "../../lib/script.ts";
 import { mount, type Mount } from "../../lib/mount.ts";
-import { detach, fuseDeviceAt, isDeviceMounted } from "../../lib/mountpoint.ts";
+import { detach, detachAsync, fuseDeviceAt, isDeviceMounted } from "../../lib/mountpoint.ts";
 import type { MountCommand } from "../args.ts";
 import { publishStats, statsPathFor } from "../runtime.ts";
 import { VERSION } from "../version.ts";
@@ -60,7 +60,7 @@ async function loadFilesystem(cmd: MountCommand): Promise<{ fs: InodeFS; label: 
 }
 
 /** Exit codes of `fuse-uring mount` (documented in USAGE and README). */
-export const EXIT = { unmount: 0, signal: 0, error: 1, usage: 2, aborted: 3 } as const;
+export const EXIT = { unmount: 0, signal: 0, error: 1, usage: 2, aborted: 3, failStop: 4 } as const;
 
 /**
  * How the session ended, as the one stop line names it, and the exit code that tells the ways
@@ -69,6 +69,8 @@ export const EXIT = { unmount: 0, signal: 0, error: 1, usage: 2, aborted: 3 } as
  * reports the end generically.
  */
 export function stopReason(reason: string, signal: string | null, dev: string | null): { text: string; code: number } {
+  // The daemon stopped itself (lib/shared/fail-stop.ts): a worker died, a lock or an invariant broke.
+  if (reason.startsWith("fail-stop:")) return { text: reason.replace(/; detaching the dead mount failed: .*/, ""), code: EXIT.failStop };
   if (signal) return { text: `signal ${signal}`, code: EXIT.signal };
   // "connection aborted" (the dead mount was detached) or "…; detaching the dead mount failed: …"
   if (/abort/i.test(reason)) return { text: reason.startsWith("connection aborted") ? reason : "connection aborted", code: EXIT.aborted };
@@ -148,6 +150,24 @@ export async function runMount(cmd: MountCommand): Promise<number> {
     return 1;
   }
   process.stderr.write(`fuse-uring: mounted ${label} at ${cmd.mountpoint} (transport=${m.transport}: ${m.transportReason})\n`);
+  // Exactly one stop line, whichever way the daemon ends.
+  let stopped = false;
+  const stopLine = (text: string) => {
+    if (stopped) return;
+    stopped = true;
+    process.stderr.write(`fuse-uring: unmounted ${cmd.mountpoint} (${text})\n`);
+  };
+  void m.session.failed.then(({ reason, aborted }) => {
+    // Aborted: the transports end and m.closed settles below (bounded here). Not aborted (no
+    // fusectl mounted): only this process ending ends the connection (its rings and /dev/fuse
+    // close, KERNEL.md §5): detach the mount from a child process, then exit.
+    setTimeout(async () => {
+      if (stopped) return;
+      await Promise.race([detachAsync(cmd.mountpoint, true), Bun.sleep(2000)]);
+      stopLine(`fail-stop: ${reason}`);
+      process.exit(EXIT.failStop);
+    }, aborted ? 5000 : 0);
+  });
   const dev = fuseDeviceAt(cmd.mountpoint);
   // Live stats for `fuse-uring stats MNT`, found through the mount's device number.
   const mounted = m;
@@ -158,7 +178,7 @@ export async function runMount(cmd: MountCommand): Promise<number> {
   live?.stop();
   if (cmd.debug) process.stderr.write(`fuse-uring: session ended: ${reason}${signalled ? ` (after ${signalled})` : reason === "unmounted" ? " (external unmount)" : ""}\n`);
   const stop = stopReason(reason, signalled, dev);
-  process.stderr.write(`fuse-uring: unmounted ${cmd.mountpoint} (${stop.text})\n`);
+  stopLine(stop.text);
   return stop.code;
 }
 

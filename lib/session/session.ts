@@ -4,9 +4,10 @@
 // Dispatcher → Replier → Source.reply → (batch end) Source.flush.
 
 import { JSCallback } from "bun:ffi";
-import { existsSync, readFileSync, write as fsWrite } from "node:fs";
+import { existsSync, readFileSync, write as fsWrite, writeFileSync } from "node:fs";
 import { availableParallelism } from "node:os";
 import { errnoName, errnoOf, Errno, FuseError } from "../fs/errors.ts";
+import { onFailStop } from "../shared/fail-stop.ts";
 import type { CopiesPlan, InitInfo, InodeFS } from "../fs/types.ts";
 import { native } from "../native.ts";
 import { decodeInitIn, encodeInitOut, getU64, INIT_OUT_SIZE } from "../protocol/codec.ts";
@@ -75,6 +76,13 @@ export interface SessionOptions {
   slowRequestMs: number;
   /** Fill unused payload bytes with a pattern and check it on reuse (FUSE_URING_POISON=1). */
   poison: boolean;
+  /**
+   * fusectl connection id of this session's mount (/sys/fs/fuse/connections/N; mount() sets it).
+   * A fail-stop aborts the connection through it; null: the app must end the process instead.
+   */
+  connection: number | null;
+  /** Worker sessions: where a fail-stop on this thread goes (the main thread's session). */
+  reportFailStop: ((reason: string) => void) | null;
   debug: boolean;
   log: (line: string) => void;
 }
@@ -109,6 +117,8 @@ export const defaultSessionOptions: SessionOptions = {
   requestTimeout: 0,
   slowRequestMs: process.env.FUSE_URING_SLOW_MS !== undefined ? Number(process.env.FUSE_URING_SLOW_MS) : 10_000,
   poison: process.env.FUSE_URING_POISON === "1",
+  connection: null,
+  reportFailStop: null,
   debug: false,
   log: (line) => process.stderr.write(line + "\n"),
 };
@@ -287,6 +297,15 @@ export class Session implements Sink, ReplyObserver {
   /** Settles when every source stopped (unmount, abort, daemon shutdown). */
   readonly ended: Promise<string>;
   private endReason = "";
+  /** Why this session fail-stopped (null: it did not). */
+  failReason: string | null = null;
+  private failedResolve!: (why: { reason: string; aborted: boolean }) => void;
+  /**
+   * Settles when the session fail-stops (failStop()): the reason, and whether the connection
+   * was aborted (callers already get ENOTCONN and `ended` follows). Not aborted (no fusectl):
+   * only ending the process ends the connection; the CLI does that.
+   */
+  readonly failed: Promise<{ reason: string; aborted: boolean }>;
 
   constructor(readonly fd: number, readonly fs: InodeFS, options: Partial<SessionOptions> = {}) {
     this.opts = { ...defaultSessionOptions, ...options };
@@ -296,6 +315,11 @@ export class Session implements Sink, ReplyObserver {
     });
     this.ready.catch(() => {});
     this.ended = new Promise((res) => (this.endedResolve = res));
+    this.failed = new Promise((res) => (this.failedResolve = res));
+    if (this.opts.role === "main") {
+      liveSessions.add(this);
+      installFailStopHandler();
+    }
     this.replier = new Replier(this);
     this.dispatcher = new Dispatcher(fs, this.replier, this.opts, (req) => {
       if (this.opts.debug) this.opts.log(`fuse: unsupported opcode ${opName(req.opcode)} (${req.opcode}) → ENOSYS`);
@@ -338,7 +362,7 @@ export class Session implements Sink, ReplyObserver {
         }
       }
       if (auto && !this.opts.workerModule) this.opts.workers = 1; // never forwarding by default
-      else this.pool = new WorkerPool(this.opts.workers as number, this.opts.log, !this.opts.workerModule);
+      else this.pool = new WorkerPool(this.opts.workers as number, this.opts.log, !this.opts.workerModule, (why) => this.failStop(why));
     }
     this.classic = new ClassicSource(this, {
       fd,
@@ -367,7 +391,7 @@ export class Session implements Sink, ReplyObserver {
   /** Workers: every worker imports the module (rejects with its error) before INIT is read. */
   async prepareWorkers(): Promise<void> {
     if (!this.pool) return;
-    const { log: _log, dataPlaneShare: _d, workerModule: _m, ...plain } = this.opts;
+    const { log: _log, dataPlaneShare: _d, workerModule: _m, reportFailStop: _r, ...plain } = this.opts;
     await this.pool.load(this.fd, this.opts.workerModule, plain, this.dataPlane?.shared() ?? null);
   }
 
@@ -868,6 +892,24 @@ export class Session implements Sink, ReplyObserver {
     });
   }
 
+  // ---- fail-stop ------------------------------------------------------------------------------
+  /**
+   * The mount can no longer be served correctly (a worker died, failStop() was called, a
+   * handler threw a FailStopError): abort the connection so every caller gets ENOTCONN or
+   * ECONNABORTED at once instead of waiting on a queue nobody serves, and end the session with
+   * "fail-stop: <reason>". Worker sessions hand it to the main thread's session.
+   */
+  failStop(reason: string): void {
+    if (this.opts.role === "worker") return this.opts.reportFailStop?.(reason);
+    if (this.failReason !== null || !this.alive) return;
+    this.failReason = reason;
+    this.endReason = `fail-stop: ${reason}`;
+    if (this.transport === "pending") this.readyReject(new Error(this.endReason));
+    const aborted = abortConnection(this.opts.connection);
+    if (this.opts.debug) this.opts.log(`fuse-uring: fail-stop (${reason}); ${aborted ? "connection aborted through fusectl" : "fusectl not available: the process must exit to end the connection"}`);
+    this.failedResolve({ reason, aborted });
+  }
+
   // ---- stats and teardown ---------------------------------------------------------------------
   stats(): SessionStats {
     const own = this.ownStats();
@@ -965,6 +1007,7 @@ export class Session implements Sink, ReplyObserver {
 
   private async shutdown(graceMs: number): Promise<void> {
     if (!this.alive) return;
+    liveSessions.delete(this);
     if (this.watchdog) clearInterval(this.watchdog);
     this.classic?.stop();
     this.uring?.stop();
@@ -1036,6 +1079,30 @@ export class Session implements Sink, ReplyObserver {
 }
 
 const POISON_BYTE = 0xa5;
+
+/** Main-thread sessions of this process: a failStop() on this thread stops them (normally one). */
+const liveSessions = new Set<Session>();
+let failStopInstalled = false;
+
+/** The main thread's fail-stop handler (lib/shared/fail-stop.ts): every live session stops. */
+function installFailStopHandler(): void {
+  if (failStopInstalled) return;
+  failStopInstalled = true;
+  onFailStop((reason) => {
+    for (const s of [...liveSessions]) s.failStop(reason);
+  });
+}
+
+/** Write 1 to /sys/fs/fuse/connections/N/abort; false if fusectl is not mounted or N is gone. */
+function abortConnection(id: number | null): boolean {
+  if (id === null) return false;
+  try {
+    writeFileSync(`/sys/fs/fuse/connections/${id}/abort`, "1");
+    return true;
+  } catch {
+    return false;
+  }
+}
 
 /**
  * INTERRUPTs whose request has not arrived yet. On io_uring the interrupt comes through

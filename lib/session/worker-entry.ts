@@ -5,6 +5,7 @@
 // native data plane run here (forward-worker.ts).
 
 import { setShimPath } from "../native.ts";
+import { onFailStop } from "../shared/fail-stop.ts";
 import { loadScriptVersion, type LoadScriptOptions, type ScriptVersion } from "../script.ts";
 import { embeddedCopyModule } from "../fs/builtin-copies.ts";
 import { needsHook } from "../reload/swap.ts";
@@ -26,6 +27,45 @@ let statsTimer: ReturnType<typeof setInterval> | null = null;
 
 function post(m: FromWorker): void {
   self.postMessage(m);
+}
+
+// Fail-stop on this thread (a shared lock held too long, a broken invariant, a script's
+// failStop()): the main thread's session aborts the connection and ends the daemon.
+let failStopped = false;
+function reportFailStop(reason: string): void {
+  if (failStopped) return;
+  failStopped = true;
+  post({ type: "fail-stop", reason });
+}
+onFailStop(reportFailStop);
+
+/**
+ * Test fault (FUSE_URING_FAULT=worker-exit:W:K or worker-throw:W:K): worker W serves K
+ * requests, then in the middle of the next handler exits the thread or throws an uncaught
+ * error. Only the test options turn this on; a filesystem without the fault is not wrapped.
+ */
+function withFault(target: InodeFS, fault: string, index: number): InodeFS {
+  const m = /^worker-(exit|throw):(\d+):(\d+)$/.exec(fault);
+  if (!m || Number(m[2]) !== index) return target;
+  const kind = m[1]!;
+  let left = Number(m[3]);
+  return new Proxy(target, {
+    get(t, key, recv) {
+      const v = Reflect.get(t, key, recv);
+      if (typeof v !== "function" || typeof key !== "string" || key === "init" || key === "forget" || key === "destroy") return v;
+      return function (this: unknown, ...args: unknown[]) {
+        if (left-- === 0) {
+          if (kind === "exit") process.exit(70);
+          // Uncaught: outside the handler's call, so the dispatcher cannot answer it as EIO.
+          setTimeout(() => {
+            throw new Error(`test fault: worker ${index} throws after ${m[3]} requests`);
+          }, 0);
+          return new Promise(() => {}); // this request is never answered by the worker
+        }
+        return (v as (...a: unknown[]) => unknown).apply(t, args);
+      };
+    },
+  });
 }
 
 function message(e: unknown): string {
@@ -59,8 +99,12 @@ async function handle(m: ToWorker): Promise<void> {
             `(node ids and file handles computed, not counted per copy); this one keeps per-thread state`,
         });
       }
-      const opts = { ...(m.opts as Partial<SessionOptions>), role: "worker" as const, dataPlaneShare: m.dataPlane, log: (line: string) => post({ type: "log", line: `[worker ${m.index}] ${line}` }) };
-      session = new Session(m.fd, fs, opts);
+      const opts = {
+        ...(m.opts as Partial<SessionOptions>), role: "worker" as const, dataPlaneShare: m.dataPlane, reportFailStop,
+        log: (line: string) => post({ type: "log", line: `[worker ${m.index}] ${line}` }),
+      };
+      const fault = (m.opts as Partial<SessionOptions>).ringFault ?? "";
+      session = new Session(m.fd, fault ? withFault(fs, fault, m.index) : fs, opts);
       return post({ type: "loaded" });
     }
     case "ring": {

@@ -81,7 +81,9 @@ export type FromWorker =
   | { type: "closed" }
   | { type: "reload-prepared" }
   | { type: "reload-committed"; inflight: number }
-  | { type: "log"; line: string };
+  | { type: "log"; line: string }
+  /** The worker called failStop() (lib/shared/fail-stop.ts): the mount must stop. */
+  | { type: "fail-stop"; reason: string };
 
 /**
  * The worker's entry module. In the standalone binary (scripts/compile.sh builds this file as a
@@ -104,7 +106,17 @@ interface Slot {
   peer: ForwardPeer | null;
   stats: SessionStats | null;
   ended: boolean;
+  /** The thread is gone (exited, threw): nothing is posted to it or awaited from it. */
+  dead: boolean;
   waiters: Map<string, (m: FromWorker) => void>;
+}
+
+/** One line of a worker's uncaught error (Bun's ErrorEvent message carries a source excerpt). */
+function errorLine(ev: ErrorEvent): string {
+  if (ev.error instanceof Error) return `${ev.error.name === "Error" ? "" : ev.error.name + ": "}${ev.error.message}`;
+  const text = String(ev.message ?? ev);
+  const m = /^(?:\w*error|\w*Error): (.*)$/m.exec(text);
+  return (m ? m[1]! : text.split("\n")[0]!).trim();
 }
 
 export class WorkerPool {
@@ -117,27 +129,55 @@ export class WorkerPool {
   /** True: the filesystem stays on the main thread and workers forward requests to it. */
   readonly forwarding: boolean;
 
-  constructor(readonly count: number, private readonly log: (line: string) => void, forwarding = false) {
+  /** Set by close(): workers exiting from now on are expected. */
+  private closing = false;
+
+  /**
+   * `failStop` is called (once per cause) when a worker can no longer serve its queues: it
+   * exited, threw an uncaught error, or called failStop() itself. Its queues would get no more
+   * answers, so the session stops the whole mount (fail-stop) rather than serve half of it.
+   */
+  constructor(
+    readonly count: number,
+    private readonly log: (line: string) => void,
+    forwarding = false,
+    private readonly failStop: (reason: string) => void = () => {},
+  ) {
     this.forwarding = forwarding;
     this.ended = new Promise((res) => (this.endedResolve = res));
     for (let i = 0; i < count; i++) {
       const worker = new Worker(workerEntry());
-      const slot: Slot = { worker, peer: null, stats: null, ended: false, waiters: new Map() };
-      worker.onmessage = (ev: MessageEvent<FromWorker>) => this.onMessage(slot, ev.data);
-      worker.onerror = (ev) => {
-        const message = `worker ${i} failed: ${(ev as ErrorEvent).message ?? String(ev)}`;
-        this.log(`fuse-uring: ${message}`);
-        this.markEnded(slot, "worker failed");
-        // Whoever waits for this worker gets the failure now, not after a timeout.
-        for (const waiter of slot.waiters.values()) waiter({ type: "error", message });
-        slot.waiters.clear();
-      };
+      const slot: Slot = { worker, peer: null, stats: null, ended: false, dead: false, waiters: new Map() };
+      worker.onmessage = (ev: MessageEvent<FromWorker>) => this.onMessage(slot, i, ev.data);
+      worker.onerror = (ev) => this.lost(slot, i, `worker ${i} threw an uncaught error: ${errorLine(ev as ErrorEvent)}`);
+      worker.addEventListener("close", (ev) => {
+        if (!this.closing) this.lost(slot, i, `worker ${i} exited (code ${(ev as unknown as { code?: number }).code ?? "?"})`);
+      });
       this.slots.push(slot);
     }
   }
 
-  private onMessage(slot: Slot, m: FromWorker): void {
+  /** Worker `i` stopped serving: it is dead to the pool, and the mount must stop. */
+  private lost(slot: Slot, i: number, why: string): void {
+    if (slot.dead) return;
+    slot.dead = true;
+    this.markEnded(slot, why);
+    // Whoever waits for this worker gets the failure now, not after a timeout.
+    for (const waiter of slot.waiters.values()) waiter({ type: "error", message: why });
+    slot.waiters.clear();
+    // Forwarding: its ring is gone; the main thread's end stops too (its requests are the kernel's now).
+    slot.peer?.onStopped(103 /* ECONNABORTED */);
+    if (this.closing) return this.log(`fuse-uring: ${why} while closing`);
+    try {
+      slot.worker.terminate();
+    } catch {}
+    this.failStop(why);
+  }
+
+  private onMessage(slot: Slot, i: number, m: FromWorker): void {
     switch (m.type) {
+      case "fail-stop":
+        return this.failStop(`worker ${i}: ${m.reason}`);
       case "requests":
         slot.peer?.onRequests(m.idx);
         return;
@@ -221,7 +261,7 @@ export class WorkerPool {
   /** Forwarding: answers for worker `w` (posted once per batch). */
   commit(w: number, pairs: number[]): void {
     const s = this.slots[w]!;
-    if (!s.ended) s.worker.postMessage({ type: "commit", pairs } satisfies ToWorker);
+    if (!s.ended && !s.dead) s.worker.postMessage({ type: "commit", pairs } satisfies ToWorker);
   }
 
   start(init: WorkerInit): void {
@@ -267,8 +307,10 @@ export class WorkerPool {
 
   /** keepMemory (forwarding): leave the rings' memory mapped; a handler may still write into it. */
   async close(keepMemory = false): Promise<void> {
+    this.closing = true;
     for (const s of this.slots) s.peer = null;
-    await Promise.all(this.slots.map((s) => this.request(s, { type: "close", keepMemory }, "closed", 5000)));
+    const live = this.slots.filter((s) => !s.dead);
+    await Promise.all(live.map((s) => this.request(s, { type: "close", keepMemory }, "closed", 5000)));
     for (const s of this.slots) s.worker.terminate();
   }
 }
