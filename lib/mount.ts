@@ -208,7 +208,6 @@ export async function mount(mountpoint: string, filesystem: Filesystem, options:
     throw e;
   }
   try {
-    await session.prepareWorkers();
     session.start();
   } catch (e) {
     detach(mountpoint, true);

@@ -136,9 +136,8 @@ export async function runMount(cmd: MountCommand): Promise<number> {
       fixedBuffers: cmd.fixedBuffers,
       dataPlane: cmd.dataPlane,
       workers: cmd.workers,
-      // Copies of a replicable script; a filesystem with copies() (shared state) names its own
-      // module (Session); anything else is served here with the workers forwarding.
-      workerModule: cmd.workers !== 1 && cmd.fs.type === "script" && fs.replicable === true && !fs.copies ? { path: resolve(cmd.fs.path), args: cmd.fs.args, mountpoint: cmd.mountpoint } : null,
+      // How a worker loads this script again if it is stateless (lib/threads/plan.ts decides).
+      workerModule: cmd.fs.type === "script" ? { path: resolve(cmd.fs.path), args: cmd.fs.args, mountpoint: cmd.mountpoint } : null,
       entryTtl: cmd.entryTtl,
       attrTtl: cmd.attrTtl,
       negativeTtl: cmd.negativeTtl,

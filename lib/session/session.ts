@@ -5,7 +5,6 @@
 
 import { JSCallback } from "bun:ffi";
 import { existsSync, readFileSync, write as fsWrite, writeFileSync } from "node:fs";
-import { availableParallelism } from "node:os";
 import { errnoName, errnoOf, Errno, FuseError } from "../fs/errors.ts";
 import { onFailStop } from "../shared/fail-stop.ts";
 import type { CopiesPlan, InitInfo, InodeFS } from "../fs/types.ts";
@@ -20,7 +19,8 @@ import {
   FU_RING_FAULT_BAD_COMMIT, FU_RING_NO_FIXED_BUFFERS, IORING_SETUP_DEFER_TASKRUN, IORING_SETUP_SINGLE_ISSUER, possibleCpus, ringSizing, UringError, UringSource,
 } from "../transport/uring.ts";
 import { DataPlane, type DataPlaneMode, type DataPlaneShare } from "./dataplane.ts";
-import { WorkerPool, type RingPlan, type WorkerInit, type WorkerModule } from "./workers.ts";
+import { WorkerPool, type RingPlan, type WorkerInit } from "./workers.ts";
+import { planThreads, type WorkerModule } from "../threads/plan.ts";
 import { ForwardedSource } from "./forwarded.ts";
 import { Dispatcher, handlerNameOf } from "./dispatch.ts";
 import { Replier, type ReplyObserver } from "./reply.ts";
@@ -51,14 +51,16 @@ export interface SessionOptions {
   /** Test-only fault injection in the ring (FUSE_URING_FAULT=bad-commit). */
   ringFault: string;
   /**
-   * Threads serving the ring queues (1 = this thread). With a `workerModule` whose filesystem
-   * is `replicable: true` each worker runs its own copy; otherwise the workers serve the native
-   * data plane and forward every other request to this thread (forwarding mode).
-   * "auto": one per CPU (at most 8) when the filesystem runs as copies, else 1 (forwarding
-   * makes metadata slower, so it is never chosen automatically); 1 on the classic transport.
+   * Threads serving the ring queues (1 = this thread), "auto" = a worker per allowed CPU (at
+   * most 8) when the filesystem can run as copies, else 1. What each runs: lib/threads/plan.ts
+   * (the one place that decides). No worker runs on the classic transport.
    */
   workers: number | "auto";
-  /** The module every worker imports in copies mode (null: forwarding). */
+  /**
+   * How a worker loads a fresh instance of this filesystem when it declares itself stateless
+   * (`threads: "stateless"` / `replicable: true`): the app knows (a script's file). Null: it
+   * cannot, so such a filesystem is served like a "single" one.
+   */
   workerModule: WorkerModule | null;
   /** Internal: "worker" sessions run inside a worker thread: no /dev/fuse reader, the fd is not theirs. */
   role: "main" | "worker";
@@ -343,27 +345,6 @@ export class Session implements Sink, ReplyObserver {
       this.watchdog.unref?.();
     }
     if (this.opts.role === "worker") return; // no /dev/fuse reader: the main thread has it
-    const auto = this.opts.workers === "auto";
-    if (auto) this.opts.workers = this.opts.transport === "classic" ? 1 : autoWorkerCount();
-    if ((this.opts.workers as number) > 1) {
-      // Copies only of a module that says its copies answer alike; anything else is served here.
-      if (this.opts.workerModule && fs.replicable !== true) this.opts.workerModule = null;
-      // A filesystem that can run as copies over shared state (the built-in memfs, passthrough).
-      if (!this.opts.workerModule && fs.copies) {
-        let plan: CopiesPlan | null = null;
-        try {
-          plan = fs.copies();
-        } catch (e) {
-          this.opts.log(`fuse-uring: the filesystem cannot run as copies (${e instanceof Error ? e.message : String(e)}); forwarding to this thread instead`);
-        }
-        if (plan) {
-          this.opts.workerModule = { path: plan.module, args: plan.args ?? [], shared: plan.shared };
-          this.sharedCopies = plan.sharedState === true;
-        }
-      }
-      if (auto && !this.opts.workerModule) this.opts.workers = 1; // never forwarding by default
-      else this.pool = new WorkerPool(this.opts.workers as number, this.opts.log, !this.opts.workerModule, (why) => this.failStop(why));
-    }
     this.classic = new ClassicSource(this, {
       fd,
       slots: this.opts.classicSlots,
@@ -388,11 +369,33 @@ export class Session implements Sink, ReplyObserver {
     this.classic!.start();
   }
 
-  /** Workers: every worker imports the module (rejects with its error) before INIT is read. */
-  async prepareWorkers(): Promise<void> {
-    if (!this.pool) return;
-    const { log: _log, dataPlaneShare: _d, workerModule: _m, reportFailStop: _r, ...plain } = this.opts;
-    await this.pool.load(this.fd, this.opts.workerModule, plain, this.dataPlane?.shared() ?? null);
+  /**
+   * The threads that serve the queues (lib/threads/plan.ts decides): the workers start and each
+   * imports what it runs (rejects with the first one's error). Null: this thread serves them all.
+   */
+  private async startWorkers(): Promise<WorkerPool | null> {
+    const o = this.opts;
+    const plan = planThreads({ fs: this.fs, requested: o.workers, possibleCpus: possibleCpus(), source: o.workerModule, log: o.log });
+    if (plan.mode === "single") return null;
+    const pool = new WorkerPool(plan.workers, o.log, plan.mode === "forwarding", (why) => this.failStop(why), plan.queues);
+    this.pool = pool;
+    this.sharedCopies = plan.sharedState;
+    const { log: _log, dataPlaneShare: _d, workerModule: _m, reportFailStop: _r, ...plain } = o;
+    try {
+      await pool.load(this.fd, plan.module, plain, this.dataPlane?.shared() ?? null);
+    } catch (e) {
+      await this.stopWorkers();
+      throw e;
+    }
+    return pool;
+  }
+
+  /** No worker serves (classic transport, rings not set up): none keeps running. */
+  private async stopWorkers(): Promise<void> {
+    const pool = this.pool;
+    this.pool = null;
+    this.sharedCopies = false;
+    await pool?.close();
   }
 
   // ---- doorbell and batching ------------------------------------------------------------------
@@ -684,12 +687,22 @@ export class Session implements Sink, ReplyObserver {
     let ringUp = false;
     if (want) {
       const plan = this.ringPlan();
-      if (this.pool) {
-        const made = await this.pool.createRings(plan);
-        if ("message" in made) reason = made.errno ? explainRingError(made.errno) : made.message;
-        else {
+      let pool: WorkerPool | null;
+      try {
+        pool = await this.startWorkers();
+      } catch (e) {
+        this.replier.error(req, Errno.EPROTO);
+        this.readyReject(e instanceof Error ? e : new Error(String(e)));
+        return;
+      }
+      if (pool) {
+        const made = await pool.createRings(plan);
+        if ("message" in made) {
+          reason = made.errno ? explainRingError(made.errno) : made.message;
+          await this.stopWorkers();
+        } else {
           ringUp = true;
-          if (this.pool.forwarding) made.entries.forEach((e, w) => this.addForwarded(new ForwardedSource(this, this.pool!, w, e)));
+          if (pool.forwarding) made.entries.forEach((e, w) => this.addForwarded(new ForwardedSource(this, pool, w, e)));
         }
       } else {
         try {
@@ -714,8 +727,6 @@ export class Session implements Sink, ReplyObserver {
       this.readyReject(new Error(`io_uring transport unavailable: ${reason}`));
       return;
     }
-    // Workers without a ring never serve; the main thread's copy serves /dev/fuse.
-    if (!ringUp) this.pool?.endAll("no ring");
     this.transport = ringUp ? "uring" : "classic";
     this.transportReason = reason;
     this.classic!.setOpSizes(opHeaderSizes((flags & initBit("SETXATTR_EXT")) !== 0n));
@@ -1194,12 +1205,4 @@ function mergeLatency(a: LatencySummary | undefined, b: LatencySummary): Latency
 
 function roundUp(n: number, to: number): number {
   return Math.ceil(n / to) * to;
-}
-
-/**
- * `--workers auto`: a thread per CPU, as libfuse runs a ring thread per queue, capped at 8 (each
- * worker is a JS heap of its own, ~12 MiB, and few filesystems scale past that on one mount).
- */
-export function autoWorkerCount(): number {
-  return Math.max(1, Math.min(availableParallelism(), possibleCpus(), 8));
 }

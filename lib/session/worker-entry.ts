@@ -10,6 +10,7 @@ import { loadScriptVersion, type LoadScriptOptions, type ScriptVersion } from ".
 import { embeddedCopyModule } from "../fs/builtin-copies.ts";
 import { needsHook } from "../reload/swap.ts";
 import type { InodeFS } from "../fs/types.ts";
+import { servesAsCopy } from "../threads/plan.ts";
 import { ForwardEngine } from "./forward-worker.ts";
 import { Session, type SessionOptions, type SessionStats } from "./session.ts";
 import type { FromWorker, ToWorker } from "./workers.ts";
@@ -92,7 +93,7 @@ async function handle(m: ToWorker): Promise<void> {
       } catch (e) {
         return post({ type: "error", message: message(e) });
       }
-      if (fs.replicable !== true) {
+      if (!servesAsCopy(fs)) {
         return post({
           type: "error",
           message: `${m.module.path}: --workers needs a filesystem whose copies answer alike: declare \`replicable: true\` on the InodeFS ` +
@@ -150,7 +151,7 @@ async function handle(m: ToWorker): Promise<void> {
         const next = await loadScriptVersion(version!.file, loadOptions!, version!);
         const why = next.viaHook ? null : needsHook(version!.fs, next.fs);
         if (why) throw new Error(`reload refused: ${why}`);
-        if (next.fs.replicable !== true) throw new Error(`${version!.file}: the new version is not \`replicable: true\`, which --workers needs`);
+        if (!servesAsCopy(next.fs)) throw new Error(`${version!.file}: the new version is not \`threads: "stateless"\` (or \`replicable: true\`), which --workers needs`);
         if (session?.initInfo && next.fs.init) await next.fs.init(session.initInfo);
         pending = next;
       } catch (e) {

@@ -15,15 +15,10 @@
 
 import { loadedShimPath } from "../native.ts";
 import type { DataPlaneShare } from "./dataplane.ts";
+import type { WorkerModule } from "../threads/plan.ts";
 import type { SessionStats } from "./session.ts";
 
-export interface WorkerModule {
-  path: string;
-  args: string[];
-  mountpoint?: string;
-  /** InodeFS.copies()'s shared state (SharedArrayBuffers stay shared). */
-  shared?: unknown;
-}
+export type { WorkerModule } from "../threads/plan.ts";
 
 /** The ring plan for one worker (all plain data: it crosses postMessage). */
 export interface RingPlan {
@@ -142,6 +137,8 @@ export class WorkerPool {
     private readonly log: (line: string) => void,
     forwarding = false,
     private readonly failStop: (reason: string) => void = () => {},
+    /** Queue ids of each worker (lib/threads/plan.ts: contiguous CPU blocks). */
+    private readonly queues: number[][] = [],
   ) {
     this.forwarding = forwarding;
     this.ended = new Promise((res) => (this.endedResolve = res));
@@ -231,8 +228,9 @@ export class WorkerPool {
     if (bad && bad.type === "error") throw new Error(bad.message);
   }
 
-  /** Queue ids of worker `w`: q mod count. */
+  /** Queue ids of worker `w` (the plan's block; q mod count without a plan). */
   qidsOf(w: number, totalQueues: number): number[] {
+    if (this.queues[w]) return this.queues[w]!;
     const out: number[] = [];
     for (let q = w; q < totalQueues; q += this.count) out.push(q);
     return out;
