@@ -4,7 +4,8 @@ import { resolve } from "node:path";
 import { statSync } from "node:fs";
 import type { InodeFS } from "../../lib/fs/types.ts";
 import type { ScriptVersion } from "../../lib/script.ts";
-import { mount, type Mount } from "../../lib/mount.ts";
+import { mount, type Mount, type MountOptions } from "../../lib/mount.ts";
+import { setKnob } from "../../lib/knobs.ts";
 import { detach, detachAsync, fuseDeviceAt, isDeviceMounted } from "../../lib/mountpoint.ts";
 import type { MountCommand } from "../args.ts";
 import { publishStats, statsPathFor } from "../runtime.ts";
@@ -59,6 +60,19 @@ async function loadFilesystem(cmd: MountCommand): Promise<{ fs: InodeFS; label: 
   }
 }
 
+/** Tuning and test flags given on the command line (lib/knobs.ts); the rest keeps the environment's. */
+function knobFlags(cmd: MountCommand): Partial<MountOptions> {
+  const o: Partial<MountOptions> = {};
+  if (cmd.slowRequestMs !== undefined) o.slowRequestMs = cmd.slowRequestMs;
+  if (cmd.ringWaitMicros !== undefined) o.ringWaitMicros = cmd.ringWaitMicros;
+  if (cmd.ringFlags !== undefined) o.ringSetupFlags = cmd.ringFlags;
+  if (cmd.nativeSyncMax !== undefined) o.nativeSyncMax = cmd.nativeSyncMax;
+  if (cmd.pin === false) o.pinWorkers = false;
+  if (cmd.test?.poison) o.poison = true;
+  if (cmd.test?.fault) o.fault = cmd.test.fault;
+  return o;
+}
+
 /** Exit codes of `fuse-uring mount` (documented in USAGE and README). */
 export const EXIT = { unmount: 0, signal: 0, error: 1, usage: 2, aborted: 3, failStop: 4 } as const;
 
@@ -83,6 +97,8 @@ export function stopReason(reason: string, signal: string | null, dev: string | 
 }
 
 export async function runMount(cmd: MountCommand): Promise<number> {
+  // Read by the filesystem's threads (memfs copies) at load time: set for the process first.
+  if (cmd.lockSpinMicros !== undefined) setKnob("FUSE_URING_SPIN_US", String(cmd.lockSpinMicros));
   const { fs, label } = await loadFilesystem(cmd);
   const stale = cleanStaleMount(cmd.mountpoint, (line) => process.stderr.write(line + "\n"));
   if (stale) {
@@ -143,6 +159,7 @@ export async function runMount(cmd: MountCommand): Promise<number> {
       negativeTtl: cmd.negativeTtl,
       requestTimeout: cmd.requestTimeout,
       vfs: cmd.vfs,
+      ...knobFlags(cmd),
     });
   } catch (e) {
     process.stderr.write(`fuse-uring: cannot mount ${label} at ${cmd.mountpoint}: ${e instanceof Error ? e.message : String(e)}\n`);

@@ -43,7 +43,7 @@ export class ForwardEngine implements Sink {
     const ring = new UringSource(this, {
       fd: this.fd, qids: plan.qids, totalQueues: plan.totalQueues, depth: plan.depth, payloadSize: plan.payloadSize,
       setupFlags: plan.setupFlags, doorbell: this.doorbell.ptr!, dataPlane: (this.dataPlane as Pointer | null) ?? null,
-      waitMicros: plan.waitMicros, nativeSyncMax: plan.nativeSyncMax, answeredElsewhere: true, pinToQueues: true,
+      waitMicros: plan.waitMicros, nativeSyncMax: plan.nativeSyncMax, answeredElsewhere: true, pinToQueues: plan.pin,
     });
     this.ring = ring;
     this.pinned = ring.pinnedBytes;

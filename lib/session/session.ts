@@ -7,6 +7,7 @@ import { JSCallback } from "bun:ffi";
 import { existsSync, readFileSync, write as fsWrite, writeFileSync } from "node:fs";
 import { errnoName, errnoOf, Errno, FuseError } from "../fs/errors.ts";
 import { onFailStop } from "../shared/fail-stop.ts";
+import { knobs } from "../knobs.ts";
 import type { CopiesPlan, InitInfo, InodeFS } from "../fs/types.ts";
 import { native } from "../native.ts";
 import { decodeInitIn, encodeInitOut, getU64, INIT_OUT_SIZE } from "../protocol/codec.ts";
@@ -48,8 +49,18 @@ export interface SessionOptions {
   ringWaitMicros: number;
   /** "native": handles opened with a backingFd are served by the shim (no JS per READ/WRITE). */
   dataPlane: DataPlaneMode;
-  /** Test-only fault injection in the ring (FUSE_URING_FAULT=bad-commit). */
-  ringFault: string;
+  /**
+   * Native transfers up to this many bytes run synchronously on the ring's thread; null: by
+   * the queues per ring (nativeSyncLimit in lib/transport/uring.ts).
+   */
+  nativeSyncMax: number | null;
+  /** Pin each worker to its queues' CPUs (default true). */
+  pinWorkers: boolean;
+  /**
+   * Test option (lib/knobs.ts, `--test fault=SPEC`): "bad-commit" (the ring commits a bad
+   * entry), "worker-exit:W:K" / "worker-throw:W:K" (worker W fails in its K+1-th handler).
+   */
+  fault: string;
   /**
    * Threads serving the ring queues (1 = this thread), "auto" = a worker per allowed CPU (at
    * most 8) when the filesystem can run as copies, else 1. What each runs: lib/threads/plan.ts
@@ -99,26 +110,26 @@ export const defaultSessionOptions: SessionOptions = {
   negativeTtl: 0,
   writebackCache: false,
   kernelPassthrough: false,
-  // Measured on 6.18 (see docs/ARCHITECTURE.md). For experiments (bench/):
-  // FUSE_URING_RING_FLAGS overrides the io_uring setup flags, FUSE_URING_WAIT_US the owner's
-  // blocking wait, FUSE_URING_FIXED_BUFFERS=0 turns fixed buffers off (as --no-fixed-buffers).
-  ringSetupFlags:
-    process.env.FUSE_URING_RING_FLAGS !== undefined ? Number(process.env.FUSE_URING_RING_FLAGS) : IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN,
-  fixedBuffers: process.env.FUSE_URING_FIXED_BUFFERS !== "0",
+  // Measured on 6.18 (see docs/ARCHITECTURE.md). Tuning knobs (lib/knobs.ts) change them for
+  // experiments (bench/): --ring-flags, --ring-wait-us, --no-fixed-buffers, --native-sync-max, --no-pin.
+  ringSetupFlags: knobs.ringSetupFlags() ?? IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN,
+  fixedBuffers: knobs.fixedBuffers(),
   // 10 ms: the wait timer fires every period even under load, and each expiry woke the owner
   // in the middle of a caller's time slice (1 ms: p99 of 4 KiB QD1 ×2 memfs reads 32 µs, 10 ms:
   // 17–21 µs, libfuse 15 µs). Event-loop work that is not a request (timers of the filesystem,
   // worker messages) waits at most this long while the owner blocks for requests.
-  ringWaitMicros: process.env.FUSE_URING_WAIT_US !== undefined ? Number(process.env.FUSE_URING_WAIT_US) : 10_000,
+  ringWaitMicros: knobs.ringWaitMicros() ?? 10_000,
+  nativeSyncMax: knobs.nativeSyncMax(),
+  pinWorkers: knobs.pinWorkers(),
   dataPlane: "native",
-  ringFault: process.env.FUSE_URING_FAULT ?? "",
+  fault: knobs.fault(),
   workers: "auto",
   workerModule: null,
   role: "main",
   dataPlaneShare: null,
   requestTimeout: 0,
-  slowRequestMs: process.env.FUSE_URING_SLOW_MS !== undefined ? Number(process.env.FUSE_URING_SLOW_MS) : 10_000,
-  poison: process.env.FUSE_URING_POISON === "1",
+  slowRequestMs: knobs.slowRequestMs() ?? 10_000,
+  poison: knobs.poison(),
   connection: null,
   reportFailStop: null,
   debug: false,
@@ -625,9 +636,10 @@ export class Session implements Sink, ReplyObserver {
       depth: o.queueDepth,
       payloadSize: roundUp(Math.max(8192, o.maxWrite), 4096),
       // + not |: bits 30/31 would make the number negative
-      setupFlags: o.ringSetupFlags + (o.fixedBuffers ? 0 : FU_RING_NO_FIXED_BUFFERS) + (o.ringFault === "bad-commit" ? FU_RING_FAULT_BAD_COMMIT : 0),
+      setupFlags: o.ringSetupFlags + (o.fixedBuffers ? 0 : FU_RING_NO_FIXED_BUFFERS) + (o.fault === "bad-commit" ? FU_RING_FAULT_BAD_COMMIT : 0),
       waitMicros: o.ringWaitMicros,
-      nativeSyncMax: process.env.FUSE_URING_NATIVE_SYNC_MAX ? Number(process.env.FUSE_URING_NATIVE_SYNC_MAX) : null,
+      nativeSyncMax: o.nativeSyncMax,
+      pin: o.pinWorkers,
     };
   }
 
@@ -636,7 +648,7 @@ export class Session implements Sink, ReplyObserver {
     const ring = new UringSource(this, {
       fd: this.fd, qids: plan.qids, totalQueues: plan.totalQueues, depth: plan.depth, payloadSize: plan.payloadSize,
       setupFlags: plan.setupFlags, doorbell: this.doorbell.ptr!, dataPlane: this.dataPlane?.handle ?? null,
-      waitMicros: plan.waitMicros, nativeSyncMax: plan.nativeSyncMax, pinToQueues: this.opts.role === "worker",
+      waitMicros: plan.waitMicros, nativeSyncMax: plan.nativeSyncMax, pinToQueues: this.opts.role === "worker" && plan.pin,
     });
     this.uring = ring;
     // The ring submits the I/O with its next enter (scheduled by io()).

@@ -104,7 +104,7 @@ async function handle(m: ToWorker): Promise<void> {
         ...(m.opts as Partial<SessionOptions>), role: "worker" as const, dataPlaneShare: m.dataPlane, reportFailStop,
         log: (line: string) => post({ type: "log", line: `[worker ${m.index}] ${line}` }),
       };
-      const fault = (m.opts as Partial<SessionOptions>).ringFault ?? "";
+      const fault = (m.opts as Partial<SessionOptions>).fault ?? "";
       session = new Session(m.fd, fault ? withFault(fs, fault, m.index) : fs, opts);
       return post({ type: "loaded" });
     }

@@ -30,6 +30,8 @@ export interface RingPlan {
   waitMicros: number;
   /** Native transfers up to this size run synchronously; null: by queue count (nativeSyncLimit). */
   nativeSyncMax: number | null;
+  /** Pin the ring's owner to its queues' CPUs (workers; --no-pin turns it off). */
+  pin: boolean;
 }
 
 /** INIT facts a worker's filesystem gets in fs.init (functions are recreated in the worker). */

@@ -62,7 +62,11 @@ describe("fail-stop", () => {
 
   for (const kind of ["exit", "throw"] as const) {
     fuseTest(`a worker that ${kind === "exit" ? "exits" : "throws an uncaught error"} under load stops the mount: exit 4, one line, callers get ENOTCONN`, async () => {
-      const d = await startDaemon(["--transport", "uring", "--workers", "2"], { env: { FUSE_URING_FAULT: `worker-${kind}:1:300` } });
+      // The test option as an environment knob (exit) and as its flag (throw): lib/knobs.ts.
+      const fault = `worker-${kind}:1:300`;
+      const d = kind === "exit"
+        ? await startDaemon(["--transport", "uring", "--workers", "2"], { env: { FUSE_URING_FAULT: fault } })
+        : await startDaemon(["--transport", "uring", "--workers", "2", "--test", `fault=${fault}`]);
       expect(d.readyLine).toContain("2 worker threads, copies");
       // One client per CPU: CPU 1's requests reach worker 1, which fails after 300 of them.
       const clients = ["0", "1"].map((cpu) => spawnBg(["taskset", "-c", cpu, PYTHON, "-c", CLIENT, d.mnt, `c${cpu}`], { timeoutMs: 60_000 }));
