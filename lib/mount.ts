@@ -181,6 +181,16 @@ function checkStatsFile(path: string): void {
   if (existsSync(path) && statSync(path).isDirectory()) throw new MountError(`stats file ${path} is a directory`);
 }
 
+/**
+ * The module worker threads start from (lib/worker-main.ts). In the standalone binary
+ * (scripts/compile.sh builds it as a second entry point) embedded modules live under
+ * /$bunfs/root/ by their path from the repository root, not next to this bundle.
+ */
+function workerMain(): string {
+  if (import.meta.url.includes("/$bunfs/")) return "/$bunfs/root/lib/worker-main.ts";
+  return new URL("./worker-main.ts", import.meta.url).href;
+}
+
 /** fusectl's connection id of a FUSE mount's device "major:minor" (the kernel's dev_t encoding). */
 function connectionOf(dev: string | null): number | null {
   const m = dev ? /^(\d+):(\d+)$/.exec(dev) : null;
@@ -202,7 +212,7 @@ export async function mount(mountpoint: string, filesystem: Filesystem, options:
   const { fd } = attach(mountpoint, flags);
   let session: Session;
   try {
-    session = new Session(fd, fs, { ...defaultSessionOptions, ...options, connection: connectionOf(fuseDeviceAt(mountpoint)) });
+    session = new Session(fd, fs, { ...defaultSessionOptions, workerEntry: workerMain(), ...options, connection: connectionOf(fuseDeviceAt(mountpoint)) });
   } catch (e) {
     detach(mountpoint, true);
     throw e;

@@ -20,14 +20,15 @@ import {
   FU_RING_FAULT_BAD_COMMIT, FU_RING_NO_FIXED_BUFFERS, IORING_SETUP_DEFER_TASKRUN, IORING_SETUP_SINGLE_ISSUER, possibleCpus, ringSizing, UringError, UringSource,
 } from "../transport/uring.ts";
 import { DataPlane, type DataPlaneMode, type DataPlaneShare } from "./dataplane.ts";
-import { WorkerPool, type RingPlan, type WorkerInit } from "./workers.ts";
+import { WorkerPool, type RingPlan, type WorkerInit } from "../threads/pool.ts";
 import { planThreads, type WorkerModule } from "../threads/plan.ts";
-import { ForwardedSource } from "./forwarded.ts";
+import { ForwardedSource } from "../transport/forwarded.ts";
 import { Dispatcher, handlerNameOf } from "./dispatch.ts";
 import { Replier, type ReplyObserver } from "./reply.ts";
 import { DEFERRED, FREE, HANDLING, Request, stateNames } from "./request.ts";
 import { Tracer, traceReplies } from "./trace.ts";
 import { LatencyHistograms, type LatencySummary } from "./latency.ts";
+import type { SessionStats } from "./stats.ts";
 
 export type TransportChoice = "auto" | "uring" | "classic";
 
@@ -73,6 +74,12 @@ export interface SessionOptions {
    * cannot, so such a filesystem is served like a "single" one.
    */
   workerModule: WorkerModule | null;
+  /**
+   * The module worker threads start from: the app's (lib/worker-main.ts, set by mount()). It
+   * calls serveWorker (lib/threads/worker-entry.ts) with how to load a filesystem. Null: no
+   * workers (one thread serves every queue).
+   */
+  workerEntry: string | null;
   /** Internal: "worker" sessions run inside a worker thread: no /dev/fuse reader, the fd is not theirs. */
   role: "main" | "worker";
   /** Internal: a worker's view of the main session's data plane table. */
@@ -125,6 +132,7 @@ export const defaultSessionOptions: SessionOptions = {
   fault: knobs.fault(),
   workers: "auto",
   workerModule: null,
+  workerEntry: null,
   role: "main",
   dataPlaneShare: null,
   requestTimeout: 0,
@@ -136,91 +144,7 @@ export const defaultSessionOptions: SessionOptions = {
   log: (line) => process.stderr.write(line + "\n"),
 };
 
-export interface SessionStats {
-  transport: TransportKind | "pending";
-  transportReason: string;
-  ringRequests: number;
-  devRequests: number;
-  forgets: number;
-  interrupts: number;
-  wakeups: number;
-  cqes: number;
-  submits: number;
-  inflight: number;
-  inflightMax: number;
-  pinnedBytes: number;
-  fixedIo: number;
-  /** Native transfers done synchronously (pread/pwrite) by a ring's owner (nativeSyncLimit). */
-  nativeSync: number;
-  /** Wait timers the ring engine(s) queued: far fewer than `enters` under load. */
-  waitTimers: number;
-  /** io_uring_enter calls of the ring engine(s). */
-  enters: number;
-  /** Wake-ups of a JS thread from another thread per request (doorbells ÷ requests; a
-   *  forwarded request counts 2: to the main thread and back). */
-  handoffsPerRequest: number;
-  /** --workers forwarding mode: requests a worker posted to the main thread's handlers. */
-  forwarded: number;
-  /** "copies" (replicable script per worker), "forwarding", or "single" (one thread). */
-  workerMode: "single" | "copies" | "forwarding";
-  /** Requests answered by the native data plane (no JS), and its backing bytes. */
-  nativeRequests: number;
-  nativeReadBytes: number;
-  nativeWriteBytes: number;
-  nativeErrors: number;
-  /** Most native ring I/Os in flight at once. */
-  nativeInflightMax: number;
-  /** Data plane: handles mapped now, and OPENs that found the table full (served by JS). */
-  nativeHandles: number;
-  dataPlane: DataPlaneMode;
-  /** Ring commands retried / entries registered again after an unexpected CQE. */
-  ringRecovered: number;
-  errors: number;
-  replies: number;
-  bufferPools: boolean;
-  /** Ring payload buffers registered as io_uring fixed buffers (false: RLIMIT_MEMLOCK too low). */
-  fixedBuffers: boolean;
-  /** /dev/fuse is the ring's registered (fixed) file: entry commands skip an fget per SQE. */
-  fixedFile: boolean;
-  /** Answered requests per opcode name, e.g. { READ: 10, GETATTR: 3 }. */
-  ops: Record<string, number>;
-  /** Requests answered ETIMEDOUT by requestTimeout. */
-  timeouts: number;
-  /** Handler results dropped because their request was already answered (timeout, early answer). */
-  lateResults: number;
-  /** Answers that waited for the request's backing I/O to finish before the slot was released. */
-  deferredAnswers: number;
-  /** Requests that were pending longer than slowRequestMs (each logged once). */
-  slowRequests: number;
-  /** INTERRUPTs whose target was not (yet) known: answered EAGAIN (classic) or remembered. */
-  interruptsUnmatched: number;
-  /** Remembered INTERRUPTs applied when their request arrived later (io_uring). */
-  interruptsEarly: number;
-  /** Impossible transitions (answer twice, I/O completion without I/O, …): bugs, each logged. */
-  protocolErrors: number;
-  /** Per opcode name: count and latency (arrival → answer) p50/p99/max/mean in µs. */
-  latencyUs: Record<string, LatencySummary>;
-  /** Request slots (ring entries + classic readers): what `inflight` can reach. */
-  slots: number;
-  /** io_uring queues × depth (0 on classic). */
-  ringQueues: number;
-  ringDepth: number;
-  /** Requests being handled right now per io_uring queue (queue use; [] on classic). */
-  queueInflight: number[];
-  /** Per serving thread (main, then each worker): requests, wake-ups from another thread,
-   *  io_uring_enter calls and CQEs. */
-  threads: ThreadStats[];
-}
-
-export interface ThreadStats {
-  thread: string;
-  requests: number;
-  wakeups: number;
-  enters: number;
-  cqes: number;
-  /** CPUs this thread is pinned to (workers: the CPUs of the queues it serves). */
-  cpus?: number[];
-}
+export type { SessionStats, ThreadStats } from "./stats.ts";
 
 /** Capabilities requested from the kernel (granted = these ∩ offered). */
 function requestedFlags(o: SessionOptions): bigint {
@@ -386,9 +310,10 @@ export class Session implements Sink, ReplyObserver {
    */
   private async startWorkers(): Promise<WorkerPool | null> {
     const o = this.opts;
+    if (!o.workerEntry) return null;
     const plan = planThreads({ fs: this.fs, requested: o.workers, possibleCpus: possibleCpus(), source: o.workerModule, log: o.log });
     if (plan.mode === "single") return null;
-    const pool = new WorkerPool(plan.workers, o.log, plan.mode === "forwarding", (why) => this.failStop(why), plan.queues);
+    const pool = new WorkerPool(o.workerEntry, plan.workers, o.log, plan.mode === "forwarding", (why) => this.failStop(why), plan.queues);
     this.pool = pool;
     this.sharedCopies = plan.sharedState;
     const { log: _log, dataPlaneShare: _d, workerModule: _m, reportFailStop: _r, ...plain } = o;
@@ -714,7 +639,11 @@ export class Session implements Sink, ReplyObserver {
           await this.stopWorkers();
         } else {
           ringUp = true;
-          if (pool.forwarding) made.entries.forEach((e, w) => this.addForwarded(new ForwardedSource(this, pool, w, e)));
+          if (pool.forwarding) made.entries.forEach((e, w) => {
+            const src = new ForwardedSource(this, (pairs) => pool.commit(w, pairs), e);
+            pool.attach(w, src);
+            this.addForwarded(src);
+          });
         }
       } else {
         try {

@@ -1,29 +1,47 @@
-// A worker thread of `--workers N` (lib/session/workers.ts): loads its own copy of the
-// filesystem module, creates its own io_uring for its share of the queues (this thread is the
-// ring's submitter), and serves those queues like the main thread would in single-thread mode.
+// A worker thread of `--workers N` (lib/threads/pool.ts): loads its own instance of the
+// filesystem, creates its own io_uring for its share of the queues (this thread is the ring's
+// submitter), and serves those queues like the main thread would in single-thread mode.
 // Forwarding mode (no module: the filesystem stays on the main thread): only the ring and the
 // native data plane run here (forward-worker.ts).
+//
+// The engine does not know how a module is loaded (scripts, the standalone binary's embedded
+// copy modules, hot reload): the app's worker entry (lib/worker-main.ts) calls serveWorker()
+// with a WorkerLoader that does.
 
 import { setShimPath } from "../native.ts";
 import { onFailStop } from "../shared/fail-stop.ts";
-import { loadScriptVersion, type LoadScriptOptions, type ScriptVersion } from "../script.ts";
-import { embeddedCopyModule } from "../fs/builtin-copies.ts";
-import { needsHook } from "../reload/swap.ts";
 import type { InodeFS } from "../fs/types.ts";
-import { servesAsCopy } from "../threads/plan.ts";
+import { Session, type SessionOptions } from "../session/session.ts";
+import type { SessionStats } from "../session/stats.ts";
 import { ForwardEngine } from "./forward-worker.ts";
-import { Session, type SessionOptions, type SessionStats } from "./session.ts";
-import type { FromWorker, ToWorker } from "./workers.ts";
+import { servesAsCopy, type WorkerModule } from "./plan.ts";
+import type { FromWorker, ToWorker } from "./pool.ts";
+
+/** How a worker gets the filesystem it runs: the app layer knows (lib/worker-main.ts). */
+export interface WorkerLoader {
+  load(module: WorkerModule): Promise<LoadedFilesystem>;
+}
+
+/** One loaded version of a worker's filesystem module. */
+export interface LoadedFilesystem {
+  fs: InodeFS;
+  /** Hot reload: load the module's next version (rejects with why it cannot replace this one). */
+  next(): Promise<LoadedFilesystem>;
+  /** This version was replaced or dropped: stop what it runs (its ScriptContext.signal aborts). */
+  retire(): void;
+  /** Where it came from, for messages. */
+  readonly file: string;
+}
 
 declare const self: Worker;
 
+let loader: WorkerLoader | null = null;
 let session: Session | null = null;
 let forward: ForwardEngine | null = null;
 let fs: InodeFS | null = null;
-/** The loaded module (hot reload loads the next one from it) and a prepared next version. */
-let version: ScriptVersion | null = null;
-let loadOptions: LoadScriptOptions | null = null;
-let pending: ScriptVersion | null = null;
+/** The loaded version (hot reload loads the next one from it) and a prepared next version. */
+let version: LoadedFilesystem | null = null;
+let pending: LoadedFilesystem | null = null;
 let statsTimer: ReturnType<typeof setInterval> | null = null;
 
 function post(m: FromWorker): void {
@@ -77,18 +95,12 @@ async function handle(m: ToWorker): Promise<void> {
   switch (m.type) {
     case "load": {
       if (m.shimPath) setShimPath(m.shimPath);
-      // Scripts that `import … from "fuse-uring"` get this library, as on the main thread.
-      const { registerSelfModule } = await import("../../bin/self-module.ts");
-      registerSelfModule();
       if (!m.module) {
         forward = new ForwardEngine(m.fd, m.dataPlane?.handle ?? null, post);
         return post({ type: "loaded" });
       }
       try {
-        // The built-in copy modules of the standalone binary come from this bundle, not from disk.
-        const embedded = embeddedCopyModule(m.module.path) ?? undefined;
-        loadOptions = { args: m.module.args, mountpoint: m.module.mountpoint, shared: m.module.shared, embedded };
-        version = await loadScriptVersion(m.module.path, loadOptions);
+        version = await loader!.load(m.module);
         fs = version.fs;
       } catch (e) {
         return post({ type: "error", message: message(e) });
@@ -148,9 +160,7 @@ async function handle(m: ToWorker): Promise<void> {
       return;
     case "reload-prepare": {
       try {
-        const next = await loadScriptVersion(version!.file, loadOptions!, version!);
-        const why = next.viaHook ? null : needsHook(version!.fs, next.fs);
-        if (why) throw new Error(`reload refused: ${why}`);
+        const next = await version!.next();
         if (!servesAsCopy(next.fs)) throw new Error(`${version!.file}: the new version is not \`threads: "stateless"\` (or \`replicable: true\`), which --workers needs`);
         if (session?.initInfo && next.fs.init) await next.fs.init(session.initInfo);
         pending = next;
@@ -164,13 +174,13 @@ async function handle(m: ToWorker): Promise<void> {
       pending = null;
       if (!next || !session) return post({ type: "reload-committed", inflight: 0 });
       const inflight = session.replaceFilesystem(next.fs);
-      version!.controller.abort();
+      version!.retire();
       version = next;
       fs = next.fs;
       return post({ type: "reload-committed", inflight });
     }
     case "reload-abort":
-      pending?.controller.abort();
+      pending?.retire();
       pending = null;
       return;
     case "close": {
@@ -189,9 +199,13 @@ async function handle(m: ToWorker): Promise<void> {
   }
 }
 
-self.onmessage = (ev: MessageEvent<ToWorker>) => {
-  const m = ev.data;
-  // The forwarding hot path, without an async frame per message.
-  if (m.type === "commit") return forward?.commit(m.pairs);
-  handle(m).catch((e) => post({ type: "error", message: message(e) }));
-};
+/** Serve this worker thread: the pool's messages drive it; `how` loads what it runs. */
+export function serveWorker(how: WorkerLoader): void {
+  loader = how;
+  self.onmessage = (ev: MessageEvent<ToWorker>) => {
+    const m = ev.data;
+    // The forwarding hot path, without an async frame per message.
+    if (m.type === "commit") return forward?.commit(m.pairs);
+    handle(m).catch((e) => post({ type: "error", message: message(e) }));
+  };
+}

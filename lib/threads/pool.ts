@@ -9,16 +9,18 @@
 //   reader (INIT, FORGET, INTERRUPT, anything sent before the rings are ready) and forwards
 //   FORGET and INTERRUPT to every worker: the kernel does not say which queue served a node.
 // - forwarding: any other filesystem stays on the main thread. Each worker serves the native
-//   data plane of its rings on its own thread (lib/session/forward-worker.ts) and posts every
+//   data plane of its rings on its own thread (lib/threads/forward-worker.ts) and posts every
 //   other request to the main thread as its entry index; the main thread handles it in place
-//   through views over the worker's entries (lib/session/forwarded.ts) and posts the commit back.
+//   through views over the worker's entries (lib/transport/forwarded.ts) and posts the commit back.
 
 import { loadedShimPath } from "../native.ts";
-import type { DataPlaneShare } from "./dataplane.ts";
-import type { WorkerModule } from "../threads/plan.ts";
-import type { SessionStats } from "./session.ts";
+import type { DataPlaneShare } from "../session/dataplane.ts";
+import type { SessionStats } from "../session/stats.ts";
+import type { ForwardPeer, RingEntries } from "../transport/forwarded.ts";
+import type { WorkerModule } from "./plan.ts";
 
-export type { WorkerModule } from "../threads/plan.ts";
+export type { WorkerModule } from "./plan.ts";
+export type { RingEntries } from "../transport/forwarded.ts";
 
 /** The ring plan for one worker (all plain data: it crosses postMessage). */
 export interface RingPlan {
@@ -44,12 +46,6 @@ export interface WorkerInit {
   maxReadahead: number;
 }
 
-/** Where a worker's ring entries live (forwarding: the main thread builds its views from these). */
-export interface RingEntries {
-  headers: number[];
-  payloads: number[];
-  payloadSize: number;
-}
 
 export type ToWorker =
   | { type: "load"; fd: number; module: WorkerModule | null; opts: Record<string, unknown>; dataPlane: DataPlaneShare | null; index: number; shimPath: string | null }
@@ -82,21 +78,6 @@ export type FromWorker =
   /** The worker called failStop() (lib/shared/fail-stop.ts): the mount must stop. */
   | { type: "fail-stop"; reason: string };
 
-/**
- * The worker's entry module. In the standalone binary (scripts/compile.sh builds this file as a
- * second entry point) embedded modules live under /$bunfs/root/ by their path from the
- * repository root, not next to the bundle that imports this file.
- */
-function workerEntry(): string {
-  if (import.meta.url.includes("/$bunfs/")) return "/$bunfs/root/lib/session/worker-entry.ts";
-  return new URL("./worker-entry.ts", import.meta.url).href;
-}
-
-/** The main thread's end of a forwarding worker (lib/session/forwarded.ts). */
-export interface ForwardPeer {
-  onRequests(idx: number[]): void;
-  onStopped(errno: number): void;
-}
 
 interface Slot {
   worker: Worker;
@@ -134,7 +115,12 @@ export class WorkerPool {
    * exited, threw an uncaught error, or called failStop() itself. Its queues would get no more
    * answers, so the session stops the whole mount (fail-stop) rather than serve half of it.
    */
+  /**
+   * `entry`: the module a worker thread starts from — the app's (lib/worker-main.ts), which
+   * calls serveWorker() (lib/threads/worker-entry.ts) with what the app knows how to load.
+   */
   constructor(
+    entry: string,
     readonly count: number,
     private readonly log: (line: string) => void,
     forwarding = false,
@@ -145,7 +131,7 @@ export class WorkerPool {
     this.forwarding = forwarding;
     this.ended = new Promise((res) => (this.endedResolve = res));
     for (let i = 0; i < count; i++) {
-      const worker = new Worker(workerEntry());
+      const worker = new Worker(entry);
       const slot: Slot = { worker, peer: null, stats: null, ended: false, dead: false, waiters: new Map() };
       worker.onmessage = (ev: MessageEvent<FromWorker>) => this.onMessage(slot, i, ev.data);
       worker.onerror = (ev) => this.lost(slot, i, `worker ${i} threw an uncaught error: ${errorLine(ev as ErrorEvent)}`);
