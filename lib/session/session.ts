@@ -313,7 +313,7 @@ export class Session implements Sink, ReplyObserver {
     if (!o.workerEntry) return null;
     const plan = planThreads({ fs: this.fs, requested: o.workers, possibleCpus: possibleCpus(), source: o.workerModule, log: o.log });
     if (plan.mode === "single") return null;
-    const pool = new WorkerPool(o.workerEntry, plan.workers, o.log, plan.mode === "forwarding", (why) => this.failStop(why), plan.queues);
+    const pool = new WorkerPool(o.workerEntry, plan.workers, o.log, plan.mode === "forwarding", (why) => this.failStop(why), plan.queues, plan.cpus);
     this.pool = pool;
     this.sharedCopies = plan.sharedState;
     const { log: _log, dataPlaneShare: _d, workerModule: _m, reportFailStop: _r, ...plain } = o;
@@ -573,7 +573,7 @@ export class Session implements Sink, ReplyObserver {
     const ring = new UringSource(this, {
       fd: this.fd, qids: plan.qids, totalQueues: plan.totalQueues, depth: plan.depth, payloadSize: plan.payloadSize,
       setupFlags: plan.setupFlags, doorbell: this.doorbell.ptr!, dataPlane: this.dataPlane?.handle ?? null,
-      waitMicros: plan.waitMicros, nativeSyncMax: plan.nativeSyncMax, pinToQueues: this.opts.role === "worker" && plan.pin,
+      waitMicros: plan.waitMicros, nativeSyncMax: plan.nativeSyncMax, pinToQueues: this.opts.role === "worker" && plan.pin, pinCpus: plan.cpus,
     });
     this.uring = ring;
     // The ring submits the I/O with its next enter (scheduled by io()).

@@ -44,7 +44,7 @@ export class ForwardEngine implements Sink {
     const ring = new UringSource(this, {
       fd: this.fd, qids: plan.qids, totalQueues: plan.totalQueues, depth: plan.depth, payloadSize: plan.payloadSize,
       setupFlags: plan.setupFlags, doorbell: this.doorbell.ptr!, dataPlane: (this.dataPlane as Pointer | null) ?? null,
-      waitMicros: plan.waitMicros, nativeSyncMax: plan.nativeSyncMax, answeredElsewhere: true, pinToQueues: plan.pin,
+      waitMicros: plan.waitMicros, nativeSyncMax: plan.nativeSyncMax, answeredElsewhere: true, pinToQueues: plan.pin, pinCpus: plan.cpus,
     });
     this.ring = ring;
     this.pinned = ring.pinnedBytes;

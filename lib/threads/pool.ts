@@ -1,5 +1,5 @@
 // Multi-core serving (`--workers N`): N Bun Workers, each owning the io_uring of a share of the
-// kernel's queues (queue q → worker q mod N). Two modes:
+// kernel's queues (lib/threads/plan.ts: contiguous blocks of the allowed CPUs). Two modes:
 //
 // - copies: a script that declares `replicable: true` (or the module a filesystem's `copies()`
 //   names, with state shared through SharedArrayBuffers) is loaded once per worker, and each
@@ -32,8 +32,9 @@ export interface RingPlan {
   waitMicros: number;
   /** Native transfers up to this size run synchronously; null: by queue count (nativeSyncLimit). */
   nativeSyncMax: number | null;
-  /** Pin the ring's owner to its queues' CPUs (workers; --no-pin turns it off). */
+  /** Pin the ring's owner (workers; --no-pin turns it off) to `cpus`, else to its queues' CPUs. */
   pin: boolean;
+  cpus?: number[];
 }
 
 /** INIT facts a worker's filesystem gets in fs.init (functions are recreated in the worker). */
@@ -125,8 +126,9 @@ export class WorkerPool {
     private readonly log: (line: string) => void,
     forwarding = false,
     private readonly failStop: (reason: string) => void = () => {},
-    /** Queue ids of each worker (lib/threads/plan.ts: contiguous CPU blocks). */
+    /** Queue ids and CPUs of each worker (lib/threads/plan.ts: contiguous CPU blocks). */
     private readonly queues: number[][] = [],
+    private readonly cpus: number[][] = [],
   ) {
     this.forwarding = forwarding;
     this.ended = new Promise((res) => (this.endedResolve = res));
@@ -229,7 +231,7 @@ export class WorkerPool {
    * worker's entries (forwarding needs them; empty in copies mode), or why not.
    */
   async createRings(plan: Omit<RingPlan, "qids">): Promise<{ errno: number; message: string } | { entries: RingEntries[] }> {
-    const answers = await Promise.all(this.slots.map((s, w) => this.request(s, { type: "ring", plan: { ...plan, qids: this.qidsOf(w, plan.totalQueues) } }, "ring")));
+    const answers = await Promise.all(this.slots.map((s, w) => this.request(s, { type: "ring", plan: { ...plan, qids: this.qidsOf(w, plan.totalQueues), ...(this.cpus[w] ? { cpus: this.cpus[w] } : {}) } }, "ring")));
     const entries: RingEntries[] = [];
     for (const a of answers) {
       if (a.type === "error") return { errno: 0, message: a.message };
