@@ -16,6 +16,17 @@ function threadAffinity(pid: number): string[] {
   return readdirSync(`/proc/${pid}/task`).map((tid) => /Cpus_allowed_list:\s*(\S+)/.exec(readFileSync(`/proc/${pid}/task/${tid}/status`, "utf8"))?.[1] ?? "?");
 }
 
+/** Bun Worker threads of a process (their thread name is "Worker"). */
+function workerThreads(pid: number): number {
+  return readdirSync(`/proc/${pid}/task`).filter((tid) => {
+    try {
+      return readFileSync(`/proc/${pid}/task/${tid}/comm`, "utf8").trim() === "Worker";
+    } catch {
+      return false;
+    }
+  }).length;
+}
+
 /** Create, read and list from every CPU (each CPU's queue). */
 async function traffic(mnt: string): Promise<void> {
   for (let cpu = 0; cpu < cpus; cpu++) {
@@ -77,6 +88,13 @@ describe("thread plan when INIT falls back to classic", () => {
     const mnt = makeMountpoint();
     const d = await startDaemon(["--workers", "2", "--ring-flags", String(1 << 24), "--stats-file", mnt + ".stats.json"], { mnt });
     expect(d.transport).toBe("classic");
+    expect(d.readyLine).toContain("EINVAL");
+    let left = workerThreads(d.proc.pid);
+    for (let i = 0; i < 30 && left > 0; i++) {
+      await Bun.sleep(100);
+      left = workerThreads(d.proc.pid);
+    }
+    expect(left).toBe(0);
     await traffic(d.mnt);
     const s = await readStats(mnt + ".stats.json", { until: (x) => Number(x.replies) >= 3 * cpus });
     expect(s.workerMode).toBe("single");
@@ -87,6 +105,7 @@ describe("thread plan when INIT falls back to classic", () => {
   fuseTest("--transport classic --workers 2: no worker starts", async () => {
     const mnt = makeMountpoint();
     const d = await startDaemon(["--transport", "classic", "--workers", "2", "--stats-file", mnt + ".stats.json"], { mnt });
+    expect(workerThreads(d.proc.pid)).toBe(0);
     await traffic(d.mnt);
     const s = await readStats(mnt + ".stats.json", { until: (x) => Number(x.replies) >= 3 * cpus });
     expect([s.transport, s.workerMode]).toEqual(["classic", "single"]);
