@@ -31,7 +31,7 @@ export const KNOBS: readonly KnobSpec[] = [
   { env: "FUSE_URING_NO_PIN", kind: "tuning", flag: "--no-pin", what: "1: worker threads are not pinned to their queues' CPUs" },
   { env: "FUSE_URING_SPIN_US", kind: "tuning", flag: "--lock-spin-us US", what: "µs a thread spins on a shared filesystem lock before sleeping (default 20)" },
   { env: "FUSE_URING_POISON", kind: "test", flag: "--test poison", what: "1: fill unused payload bytes with a pattern and check it on reuse" },
-  { env: "FUSE_URING_FAULT", kind: "test", flag: "--test fault=SPEC", what: "inject a fault: bad-commit (the ring), worker-exit:W:K or worker-throw:W:K (worker W fails in its K+1-th handler)" },
+  { env: "FUSE_URING_FAULT", kind: "test", flag: "--test fault=SPEC", what: "inject faults (comma-separated): bad-commit (the ring), worker-exit:W:K or worker-throw:W:K (worker W fails in its K+1-th handler), no-fusectl (a fail-stop acts as without fusectl)" },
 ];
 
 function raw(name: string): string | undefined {

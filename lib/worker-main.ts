@@ -26,6 +26,15 @@ function loaded(version: ScriptVersion, options: LoadScriptOptions): LoadedFiles
 
 // Scripts that `import … from "fuse-uring"` get this library, as on the main thread.
 registerSelfModule();
+// A handler's stray promise that rejects is logged and the worker serves on, as on the main
+// thread (bin/commands/mount.ts); only an uncaught exception or an exit stops the mount.
+const seenRejections = new Set<string>();
+process.on("unhandledRejection", (e) => {
+  const text = e instanceof Error ? (e.stack ?? e.message) : String(e);
+  if (seenRejections.has(text)) return;
+  if (seenRejections.size < 100) seenRejections.add(text);
+  console.error(`fuse-uring: unhandled promise rejection in the filesystem (ignored; return or await the promise): ${text}`);
+});
 serveWorker({
   async load(module) {
     // The built-in copy modules of the standalone binary come from this bundle, not from disk.

@@ -58,8 +58,9 @@ export interface SessionOptions {
   /** Pin each worker to its queues' CPUs (default true). */
   pinWorkers: boolean;
   /**
-   * Test option (lib/knobs.ts, `--test fault=SPEC`): "bad-commit" (the ring commits a bad
-   * entry), "worker-exit:W:K" / "worker-throw:W:K" (worker W fails in its K+1-th handler).
+   * Test option (lib/knobs.ts, `--test fault=SPEC[,SPEC…]`): "bad-commit" (the ring commits a
+   * bad entry), "worker-exit:W:K" / "worker-throw:W:K" (worker W fails in its K+1-th handler),
+   * "no-fusectl" (a fail-stop acts as if fusectl were not mounted).
    */
   fault: string;
   /**
@@ -561,7 +562,7 @@ export class Session implements Sink, ReplyObserver {
       depth: o.queueDepth,
       payloadSize: roundUp(Math.max(8192, o.maxWrite), 4096),
       // + not |: bits 30/31 would make the number negative
-      setupFlags: o.ringSetupFlags + (o.fixedBuffers ? 0 : FU_RING_NO_FIXED_BUFFERS) + (o.fault === "bad-commit" ? FU_RING_FAULT_BAD_COMMIT : 0),
+      setupFlags: o.ringSetupFlags + (o.fixedBuffers ? 0 : FU_RING_NO_FIXED_BUFFERS) + (o.fault.split(",").includes("bad-commit") ? FU_RING_FAULT_BAD_COMMIT : 0),
       waitMicros: o.ringWaitMicros,
       nativeSyncMax: o.nativeSyncMax,
       pin: o.pinWorkers,
@@ -853,11 +854,12 @@ export class Session implements Sink, ReplyObserver {
    */
   failStop(reason: string): void {
     if (this.opts.role === "worker") return this.opts.reportFailStop?.(reason);
-    if (this.failReason !== null || !this.alive) return;
+    // Once the connection ended (unmount, abort) there is nothing left to stop.
+    if (this.failReason !== null || !this.alive || this.endReason) return;
     this.failReason = reason;
     this.endReason = `fail-stop: ${reason}`;
     if (this.transport === "pending") this.readyReject(new Error(this.endReason));
-    const aborted = abortConnection(this.opts.connection);
+    const aborted = !this.opts.fault.split(",").includes("no-fusectl") && abortConnection(this.opts.connection);
     if (this.opts.debug) this.opts.log(`fuse-uring: fail-stop (${reason}); ${aborted ? "connection aborted through fusectl" : "fusectl not available: the process must exit to end the connection"}`);
     this.failedResolve({ reason, aborted });
   }

@@ -64,7 +64,7 @@ onFailStop(reportFailStop);
  * error. Only the test options turn this on; a filesystem without the fault is not wrapped.
  */
 function withFault(target: InodeFS, fault: string, index: number): InodeFS {
-  const m = /^worker-(exit|throw):(\d+):(\d+)$/.exec(fault);
+  const m = fault.split(",").map((f) => /^worker-(exit|throw):(\d+):(\d+)$/.exec(f)).find(Boolean);
   if (!m || Number(m[2]) !== index) return target;
   const kind = m[1]!;
   let left = Number(m[3]);
