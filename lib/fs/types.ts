@@ -152,7 +152,7 @@ export interface CopiesPlan {
   /**
    * Module every worker loads (absolute path): its default export is a function that receives
    * `{ args, mountpoint, shared }` (lib/script.ts ScriptContext) and returns an InodeFS with
-   * `replicable: true`.
+   * `threads: "stateless"` (or `replicable: true`).
    */
   module: string;
   args?: string[];

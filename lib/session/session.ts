@@ -8,7 +8,7 @@ import { existsSync, readFileSync, write as fsWrite, writeFileSync } from "node:
 import { errnoName, errnoOf, Errno, FuseError } from "../fs/errors.ts";
 import { onFailStop } from "../shared/fail-stop.ts";
 import { knobs } from "../knobs.ts";
-import type { CopiesPlan, InitInfo, InodeFS } from "../fs/types.ts";
+import type { InitInfo, InodeFS } from "../fs/types.ts";
 import { native } from "../native.ts";
 import { decodeInitIn, encodeInitOut, getU64, INIT_OUT_SIZE } from "../protocol/codec.ts";
 import {
@@ -304,6 +304,9 @@ export class Session implements Sink, ReplyObserver {
   start(): void {
     this.classic!.start();
   }
+
+  /** Kept for API compatibility: workers now start in INIT, once it chose io_uring. */
+  async prepareWorkers(): Promise<void> {}
 
   /**
    * The threads that serve the queues (lib/threads/plan.ts decides): the workers start and each
