@@ -1,7 +1,7 @@
 // Command-line parsing. Every mistake raises UsageError (printed with the usage, exit 2).
 
-import type { VfsOptions } from "../lib/mountpoint.ts";
 import { applyMountOptions } from "./mount-options.ts";
+import { UsageError, type DoctorCommand, type MountCommand, type Command } from "./command.ts";
 import type { StatsCommand } from "./commands/stats.ts";
 
 export const USAGE = `Usage:
@@ -27,6 +27,8 @@ prints one line, "fuse-uring: unmounted MOUNTPOINT (REASON)", and exits with:
   1  error (the mount failed, or the connection ended for another reason)
   2  bad command line (usage)
   3  connection aborted (echo 1 > /sys/fs/fuse/connections/N/abort)
+  4  fail-stop: the daemon stopped itself because it could no longer serve every request
+     correctly (a worker thread died, failStop() was called); the line says why
 
 Options:
   --transport auto|uring|classic  wire transport (default auto: io_uring when the kernel
@@ -69,6 +71,21 @@ Options:
   --negative-ttl S                cache "no such file" answers for S seconds (default 0)
   --request-timeout S             answer a request whose handler has not answered after S
                                   seconds with ETIMEDOUT (default: wait, like the kernel)
+  --slow-request-ms MS            log a request still pending after MS ms (default 10000;
+                                  0: never)
+Tuning (measured defaults; for experiments and benchmarks, each also an environment knob):
+  --ring-wait-us US               µs a ring's owner blocks in the kernel before its event
+                                  loop runs (default 10000; FUSE_URING_WAIT_US)
+  --ring-flags N                  io_uring setup flags (default SINGLE_ISSUER|DEFER_TASKRUN;
+                                  FUSE_URING_RING_FLAGS)
+  --native-sync-max BYTES         native transfers up to BYTES run synchronously on the ring's
+                                  thread (default: by queues per ring; FUSE_URING_NATIVE_SYNC_MAX)
+  --no-pin                        do not pin worker threads to their queues' CPUs
+                                  (FUSE_URING_NO_PIN=1)
+  --lock-spin-us US               µs a thread spins on a shared filesystem lock before it
+                                  sleeps (default 20; FUSE_URING_SPIN_US)
+  --test NAME[=VALUE]             test options (the suite's fault injection): poison, fault=SPEC
+                                  (FUSE_URING_POISON=1, FUSE_URING_FAULT=SPEC; lib/knobs.ts)
   -o OPT[,OPT…]                   mount options as in mount(8)/fstab/libfuse (repeatable):
       ro, rw, allow_other, default_permissions, no_default_permissions, fsname=NAME,
       subtype=NAME, max_read=N, max_write=N, entry_timeout=S, attr_timeout=S,
@@ -79,53 +96,7 @@ Options:
       nouser, _netdev, nofail, x-*, comment=…; anything else is an error
 `;
 
-export class UsageError extends Error {}
-
-export interface MountCommand {
-  kind: "mount";
-  fs: { type: "memfs" } | { type: "passthrough"; source: string } | { type: "script"; path: string; args: string[] };
-  mountpoint: string;
-  transport: "auto" | "uring" | "classic";
-  /** 0 = sized to the pinned-memory budget */
-  queueDepth: number;
-  /** 0 = sized to the pinned-memory budget */
-  maxWrite: number;
-  dataPlane: "native" | "js";
-  /** Threads serving the ring queues (copies of a replicable script, else forwarding to the main thread); "auto": Session. */
-  workers: number | "auto";
-  statsFile?: string;
-  debug: boolean;
-  /** Hot-reload the script when it (or a local file it imports) changes. */
-  watch?: boolean;
-  allowOther: boolean;
-  defaultPermissions: boolean;
-  readOnly: boolean;
-  fsname?: string;
-  subtype?: string;
-  writebackCache: boolean;
-  kernelPassthrough: boolean;
-  /** --passthrough: O_PATH descriptor budget (undefined: the default). */
-  fdBudget?: number;
-  /** --passthrough: re-open evicted inodes by kernel file handle when permitted (default true). */
-  fileHandles: boolean;
-  fixedBuffers: boolean;
-  /** --backing-cache: O_DIRECT opens keep a buffered backing descriptor (host page cache). */
-  backingCache: boolean;
-  entryTtl: number;
-  attrTtl: number;
-  negativeTtl: number;
-  /** Seconds; 0 = no timeout. */
-  requestTimeout: number;
-  /** VFS flags and kernel options from -o (noexec, noatime, max_read=, …). */
-  vfs?: VfsOptions;
-}
-
-export interface DoctorCommand {
-  kind: "doctor";
-  json: boolean;
-}
-
-export type Command = { kind: "help" } | { kind: "version" } | StatsCommand | { kind: "unmount"; mountpoint: string } | DoctorCommand | MountCommand;
+export { UsageError, type Command, type DoctorCommand, type MountCommand } from "./command.ts";
 
 function intArg(name: string, v: string | undefined, min: number, max: number): number {
   if (v === undefined) throw new UsageError(`${name} needs a value`);
@@ -244,6 +215,21 @@ export function parseArgs(argv: string[]): Command {
       case "--entry-ttl": cmd.entryTtl = numArg(flag, value()); break;
       case "--attr-ttl": cmd.attrTtl = numArg(flag, value()); break;
       case "--negative-ttl": cmd.negativeTtl = numArg(flag, value()); break;
+      case "--slow-request-ms": cmd.slowRequestMs = intArg(flag, value(), 0, 2 ** 31); break;
+      case "--ring-wait-us": cmd.ringWaitMicros = intArg(flag, value(), 1, 10_000_000); break;
+      case "--ring-flags": cmd.ringFlags = intArg(flag, value(), 0, 2 ** 32 - 1); break;
+      case "--native-sync-max": cmd.nativeSyncMax = intArg(flag, value(), 0, 1 << 30); break;
+      case "--no-pin": cmd.pin = false; break;
+      case "--lock-spin-us": cmd.lockSpinMicros = intArg(flag, value(), 0, 1_000_000); break;
+      case "--test": {
+        const t = strArg(flag, value());
+        const [name, val] = t.includes("=") ? [t.slice(0, t.indexOf("=")), t.slice(t.indexOf("=") + 1)] : [t, undefined];
+        cmd.test ??= {};
+        if (name === "poison" && val === undefined) cmd.test.poison = true;
+        else if (name === "fault" && val) cmd.test.fault = val;
+        else throw new UsageError(`--test: unknown test option ${JSON.stringify(t)} (poison, fault=SPEC)`);
+        break;
+      }
       case "--request-timeout": {
         cmd.requestTimeout = numArg(flag, value());
         if (cmd.requestTimeout <= 0) throw new UsageError("--request-timeout must be > 0 seconds (leave it out to wait forever)");

@@ -3,7 +3,7 @@
 // so fuse-uring's own settings have -o spellings too (transport=, queue_depth=, …).
 // Unknown options are errors that name the option: a typo must not be silently ignored.
 
-import { UsageError, type MountCommand } from "./args.ts";
+import { UsageError, type MountCommand } from "./command.ts";
 
 export type OptionTarget = Omit<MountCommand, "fs" | "mountpoint">;
 

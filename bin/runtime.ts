@@ -8,9 +8,11 @@
 import { lstatSync, mkdirSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { knobs } from "../lib/knobs.ts";
 
 export function runtimeDir(): string {
-  if (process.env.FUSE_URING_RUNTIME_DIR) return process.env.FUSE_URING_RUNTIME_DIR;
+  const dir = knobs.runtimeDir();
+  if (dir) return dir;
   const uid = process.getuid?.() ?? 0;
   if (uid === 0) return "/run/fuse-uring";
   if (process.env.XDG_RUNTIME_DIR) return join(process.env.XDG_RUNTIME_DIR, "fuse-uring");

@@ -31,5 +31,6 @@ export { serve, type ScriptContext } from "./script.ts";
 export { mountScript, type ScriptWatcher, type WatchOptions, type MountScriptOptions } from "./reload/watch.ts";
 export { ReloadError, type ReloadHook, type ReloadReport } from "./reload/swap.ts";
 export { detach as unmountPath, isMounted, type VfsOptions } from "./mountpoint.ts";
+export { failStop, FailStopError } from "./shared/fail-stop.ts";
 // Names are bytes: undecodable bytes are lone surrogates U+DC80–U+DCFF (Python's os.fsdecode).
 export { nameToBytes as nameBytes, nameToBytes as fsencode, bytesToName as fsdecode } from "./protocol/names.ts";

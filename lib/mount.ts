@@ -76,7 +76,8 @@ export class Mount implements AsyncDisposable {
     if (this.unmounting) return reason;
     // Ended by the kernel side (abort: ECONNABORTED, or only ENOTCONN/ENODEV seen) with the
     // mount left in place: that is an abort, whatever the transports managed to say.
-    const why = vague || /\b(ENOTCONN|ENODEV|ECONNABORTED)\b/.test(reason) ? "connection aborted" : reason;
+    const failStop = reason.startsWith("fail-stop:");
+    const why = !failStop && (vague || /\b(ENOTCONN|ENODEV|ECONNABORTED)\b/.test(reason)) ? "connection aborted" : reason;
     const err = detach(this.mountpoint, true);
     return err ? `${why}; detaching the dead mount failed: ${err}` : why;
   }
@@ -180,6 +181,22 @@ function checkStatsFile(path: string): void {
   if (existsSync(path) && statSync(path).isDirectory()) throw new MountError(`stats file ${path} is a directory`);
 }
 
+/**
+ * The module worker threads start from (lib/worker-main.ts). In the standalone binary
+ * (scripts/compile.sh builds it as a second entry point) embedded modules live under
+ * /$bunfs/root/ by their path from the repository root, not next to this bundle.
+ */
+function workerMain(): string {
+  if (import.meta.url.includes("/$bunfs/")) return "/$bunfs/root/lib/worker-main.ts";
+  return new URL("./worker-main.ts", import.meta.url).href;
+}
+
+/** fusectl's connection id of a FUSE mount's device "major:minor" (the kernel's dev_t encoding). */
+function connectionOf(dev: string | null): number | null {
+  const m = dev ? /^(\d+):(\d+)$/.exec(dev) : null;
+  return m ? Number(m[1]) * 2 ** 20 + Number(m[2]) : null;
+}
+
 /** Mount `fs` at `mountpoint`; resolves once the kernel finished INIT. */
 export async function mount(mountpoint: string, filesystem: Filesystem, options: MountOptions = {}): Promise<Mount> {
   const fs = toInodeFS(filesystem);
@@ -195,13 +212,12 @@ export async function mount(mountpoint: string, filesystem: Filesystem, options:
   const { fd } = attach(mountpoint, flags);
   let session: Session;
   try {
-    session = new Session(fd, fs, { ...defaultSessionOptions, ...options });
+    session = new Session(fd, fs, { ...defaultSessionOptions, workerEntry: workerMain(), ...options, connection: connectionOf(fuseDeviceAt(mountpoint)) });
   } catch (e) {
     detach(mountpoint, true);
     throw e;
   }
   try {
-    await session.prepareWorkers();
     session.start();
   } catch (e) {
     detach(mountpoint, true);

@@ -3,6 +3,7 @@
 // checkout's build output (zig-out/lib), the prebuilt copy shipped in the npm package
 // (prebuilt/<platform>-<arch>/).
 
+import { knobs } from "./knobs.ts";
 import { dlopen, FFIType } from "bun:ffi";
 import { existsSync } from "node:fs";
 import { dirname, join } from "node:path";
@@ -131,7 +132,7 @@ export function checkAbi(path: string, version: number): void {
 export function native(): Native {
   if (loaded) return loaded;
   let found: string | undefined;
-  const env = process.env.FUSE_URING_SHIM;
+  const env = knobs.shimPath();
   if (env) {
     if (!existsSync(env)) throw new Error(`fuse-uring: FUSE_URING_SHIM=${env} does not exist`);
     found = env;

@@ -26,8 +26,8 @@ mkdir -p "$(dirname "$out")" dist/shim
 cp "prebuilt/linux-$arch/libfuse_uring_shim.so" dist/shim/libfuse_uring_shim.so
 # --sourcemap embeds the map in the binary (stack traces name lib/*.ts); the .map file Bun also
 # writes beside it is not needed.
-# lib/session/worker-entry.ts is a second entry point: the threads of --workers N start from it.
-node_modules/.bin/bun build --compile --target="$bun_target" --minify-syntax --sourcemap \
-  bin/compile-entry.ts lib/session/worker-entry.ts --outfile "$out" >&2
+# lib/worker-main.ts is a second entry point: the threads of --workers N start from it.
+node_modules/.bin/bun build --compile --minify-syntax --sourcemap \
+  bin/compile-entry.ts lib/worker-main.ts --outfile "$out" >&2
 rm -f "$out.map"
 echo "[compile] $out ($(du -h "$out" | cut -f1)): try $out doctor" >&2

@@ -25,6 +25,8 @@ describe("CLI arguments", () => {
     [["mount", "--memfs", "/tmp/x", "--fd-budget", "100"]],
     [["mount", "--passthrough", "/tmp", "/tmp/x", "--fd-budget", "0"]],
     [["mount", "--passthrough", "/tmp", "/tmp/x", "--fd-budget", "many"]],
+    [["mount", "--memfs", "/tmp/x", "--test", "explode"]],
+    [["mount", "--memfs", "/tmp/x", "--ring-wait-us", "0"]],
   ])("%j → usage, exit 2", (args) => {
     const r = cli(args as string[]);
     expect(r.code).toBe(2);
@@ -34,7 +36,8 @@ describe("CLI arguments", () => {
   test("--help documents every option and exits 0", () => {
     const r = cli(["--help"]);
     expect(r.code).toBe(0);
-    for (const opt of ["--transport", "--queue-depth", "--max-write", "--stats-file", "--debug", "--allow-other", "--ro", "--fsname", "--subtype", "-o OPT", "--version", "fuse-uring stats MOUNTPOINT", "3  connection aborted", "--fd-budget", "--no-file-handles"]) {
+    for (const opt of ["--transport", "--queue-depth", "--max-write", "--stats-file", "--debug", "--allow-other", "--ro", "--fsname", "--subtype", "-o OPT", "--version", "fuse-uring stats MOUNTPOINT", "3  connection aborted", "4  fail-stop", "--fd-budget", "--no-file-handles",
+      "--slow-request-ms", "--ring-wait-us", "--ring-flags", "--native-sync-max", "--no-pin", "--lock-spin-us", "--test NAME"]) {
       expect(r.out).toContain(opt);
     }
   });
@@ -54,6 +57,14 @@ describe("CLI arguments", () => {
     expect(parseArgs(["mount", "--memfs", "/mnt/c", "--workers", "3"])).toMatchObject({ workers: 3 });
     expect(() => parseArgs(["mount", "--memfs", "/mnt/c", "--workers", "many"])).toThrow(UsageError);
     expect(() => parseArgs(["mount", "--memfs", "/mnt/c", "--workers", "0"])).toThrow(UsageError);
+  });
+
+  test("tuning knobs are flags; test knobs are --test options (lib/knobs.ts)", () => {
+    const c = parseArgs(["mount", "--memfs", "/mnt/c", "--slow-request-ms", "500", "--ring-wait-us=2000", "--ring-flags", "4096", "--native-sync-max", "65536", "--no-pin",
+      "--lock-spin-us", "0", "--test", "poison", "--test", "fault=worker-exit:1:5"]);
+    expect(c).toMatchObject({ slowRequestMs: 500, ringWaitMicros: 2000, ringFlags: 4096, nativeSyncMax: 65536, pin: false, lockSpinMicros: 0, test: { poison: true, fault: "worker-exit:1:5" } });
+    const d = parseArgs(["mount", "--memfs", "/mnt/c"]) as { pin?: boolean; test?: unknown; ringWaitMicros?: number };
+    expect([d.pin, d.test, d.ringWaitMicros]).toEqual([undefined, undefined, undefined]);
   });
 });
 

@@ -3,6 +3,7 @@
 // directory, transport auto): its INIT tells the protocol version and what the kernel offers,
 // and whether the io_uring ring could be set up. Exit 0 when a mount works, 1 otherwise.
 
+import { setKnobs } from "../../lib/knobs.ts";
 import { ringSizing } from "../../lib/transport/uring.ts";
 import { dlopen, FFIType, read } from "bun:ffi";
 import { accessSync, constants, existsSync, mkdtempSync, openSync, closeSync, readFileSync, rmdirSync, statSync } from "node:fs";
@@ -197,6 +198,12 @@ export async function runChecks(): Promise<DoctorReport> {
     return report;
   }
   add("platform", "OK", `linux-${arch()}, kernel ${release()}, ${cpus} possible CPU${cpus === 1 ? "" : "s"}`);
+  // Environment knobs that change what a mount started from here does (lib/knobs.ts).
+  for (const { spec, value } of setKnobs()) {
+    const also = spec.flag ? `; flag ${spec.flag}` : "";
+    if (spec.kind === "test") add("env", "WARN", `${spec.env}=${value} is set: a test option (${spec.what}${also})`, `unset ${spec.env}: it is for the test suite`);
+    else add("env", "OK", `${spec.env}=${value} is set (${spec.kind} knob: ${spec.what}${also})`);
+  }
   let shimOk = false;
   try {
     const { native, loadedShimPath } = await import("../../lib/native.ts");

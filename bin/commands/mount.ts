@@ -4,8 +4,9 @@ import { resolve } from "node:path";
 import { statSync } from "node:fs";
 import type { InodeFS } from "../../lib/fs/types.ts";
 import type { ScriptVersion } from "../../lib/script.ts";
-import { mount, type Mount } from "../../lib/mount.ts";
-import { detach, fuseDeviceAt, isDeviceMounted } from "../../lib/mountpoint.ts";
+import { mount, type Mount, type MountOptions } from "../../lib/mount.ts";
+import { setKnob } from "../../lib/knobs.ts";
+import { detach, detachAsync, fuseDeviceAt, isDeviceMounted } from "../../lib/mountpoint.ts";
 import type { MountCommand } from "../args.ts";
 import { publishStats, statsPathFor } from "../runtime.ts";
 import { VERSION } from "../version.ts";
@@ -59,8 +60,21 @@ async function loadFilesystem(cmd: MountCommand): Promise<{ fs: InodeFS; label: 
   }
 }
 
+/** Tuning and test flags given on the command line (lib/knobs.ts); the rest keeps the environment's. */
+function knobFlags(cmd: MountCommand): Partial<MountOptions> {
+  const o: Partial<MountOptions> = {};
+  if (cmd.slowRequestMs !== undefined) o.slowRequestMs = cmd.slowRequestMs;
+  if (cmd.ringWaitMicros !== undefined) o.ringWaitMicros = cmd.ringWaitMicros;
+  if (cmd.ringFlags !== undefined) o.ringSetupFlags = cmd.ringFlags;
+  if (cmd.nativeSyncMax !== undefined) o.nativeSyncMax = cmd.nativeSyncMax;
+  if (cmd.pin === false) o.pinWorkers = false;
+  if (cmd.test?.poison) o.poison = true;
+  if (cmd.test?.fault) o.fault = cmd.test.fault;
+  return o;
+}
+
 /** Exit codes of `fuse-uring mount` (documented in USAGE and README). */
-export const EXIT = { unmount: 0, signal: 0, error: 1, usage: 2, aborted: 3 } as const;
+export const EXIT = { unmount: 0, signal: 0, error: 1, usage: 2, aborted: 3, failStop: 4 } as const;
 
 /**
  * How the session ended, as the one stop line names it, and the exit code that tells the ways
@@ -69,6 +83,8 @@ export const EXIT = { unmount: 0, signal: 0, error: 1, usage: 2, aborted: 3 } as
  * reports the end generically.
  */
 export function stopReason(reason: string, signal: string | null, dev: string | null): { text: string; code: number } {
+  // The daemon stopped itself (lib/shared/fail-stop.ts): a worker died, a lock or an invariant broke.
+  if (reason.startsWith("fail-stop:")) return { text: reason.replace(/; detaching the dead mount failed: .*/, ""), code: EXIT.failStop };
   if (signal) return { text: `signal ${signal}`, code: EXIT.signal };
   // "connection aborted" (the dead mount was detached) or "…; detaching the dead mount failed: …"
   if (/abort/i.test(reason)) return { text: reason.startsWith("connection aborted") ? reason : "connection aborted", code: EXIT.aborted };
@@ -81,6 +97,8 @@ export function stopReason(reason: string, signal: string | null, dev: string | 
 }
 
 export async function runMount(cmd: MountCommand): Promise<number> {
+  // Read by the filesystem's threads (memfs copies) at load time: set for the process first.
+  if (cmd.lockSpinMicros !== undefined) setKnob("FUSE_URING_SPIN_US", String(cmd.lockSpinMicros));
   const { fs, label } = await loadFilesystem(cmd);
   const stale = cleanStaleMount(cmd.mountpoint, (line) => process.stderr.write(line + "\n"));
   if (stale) {
@@ -135,20 +153,38 @@ export async function runMount(cmd: MountCommand): Promise<number> {
       backingCache: cmd.backingCache,
       dataPlane: cmd.dataPlane,
       workers: cmd.workers,
-      // Copies of a replicable script; a filesystem with copies() (shared state) names its own
-      // module (Session); anything else is served here with the workers forwarding.
-      workerModule: cmd.workers !== 1 && cmd.fs.type === "script" && fs.replicable === true && !fs.copies ? { path: resolve(cmd.fs.path), args: cmd.fs.args, mountpoint: cmd.mountpoint } : null,
+      // How a worker loads this script again if it is stateless (lib/threads/plan.ts decides).
+      workerModule: cmd.fs.type === "script" ? { path: resolve(cmd.fs.path), args: cmd.fs.args, mountpoint: cmd.mountpoint } : null,
       entryTtl: cmd.entryTtl,
       attrTtl: cmd.attrTtl,
       negativeTtl: cmd.negativeTtl,
       requestTimeout: cmd.requestTimeout,
       vfs: cmd.vfs,
+      ...knobFlags(cmd),
     });
   } catch (e) {
     process.stderr.write(`fuse-uring: cannot mount ${label} at ${cmd.mountpoint}: ${e instanceof Error ? e.message : String(e)}\n`);
     return 1;
   }
   process.stderr.write(`fuse-uring: mounted ${label} at ${cmd.mountpoint} (transport=${m.transport}: ${m.transportReason})\n`);
+  // Exactly one stop line, whichever way the daemon ends.
+  let stopped = false;
+  const stopLine = (text: string) => {
+    if (stopped) return;
+    stopped = true;
+    process.stderr.write(`fuse-uring: unmounted ${cmd.mountpoint} (${text})\n`);
+  };
+  void m.session.failed.then(({ reason, aborted }) => {
+    // Aborted: the transports end and m.closed settles below (bounded here). Not aborted (no
+    // fusectl mounted): only this process ending ends the connection (its rings and /dev/fuse
+    // close, KERNEL.md §5): detach the mount from a child process, then exit.
+    setTimeout(async () => {
+      if (stopped) return;
+      await Promise.race([detachAsync(cmd.mountpoint, true), Bun.sleep(2000)]);
+      stopLine(`fail-stop: ${reason}`);
+      process.exit(EXIT.failStop);
+    }, aborted ? 5000 : 0);
+  });
   const dev = fuseDeviceAt(cmd.mountpoint);
   // Live stats for `fuse-uring stats MNT`, found through the mount's device number.
   const mounted = m;
@@ -159,7 +195,7 @@ export async function runMount(cmd: MountCommand): Promise<number> {
   live?.stop();
   if (cmd.debug) process.stderr.write(`fuse-uring: session ended: ${reason}${signalled ? ` (after ${signalled})` : reason === "unmounted" ? " (external unmount)" : ""}\n`);
   const stop = stopReason(reason, signalled, dev);
-  process.stderr.write(`fuse-uring: unmounted ${cmd.mountpoint} (${stop.text})\n`);
+  stopLine(stop.text);
   return stop.code;
 }
 

@@ -7,7 +7,7 @@
 // either: every entry point of `bun build --compile` is a bundle of its own with its own copy of
 // each module it imports (a second FuseError class the session's `instanceof` would not know, a
 // native.ts without the shim path the worker set), so a worker imports them from its own bundle
-// instead, through the static import() specifiers below (bundled into lib/session/worker-entry.ts).
+// instead, through the static import() specifiers below (bundled into lib/worker-main.ts).
 
 import { existsSync } from "node:fs";
 

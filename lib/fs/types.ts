@@ -153,7 +153,7 @@ export interface CopiesPlan {
   /**
    * Module every worker loads (absolute path): its default export is a function that receives
    * `{ args, mountpoint, shared }` (lib/script.ts ScriptContext) and returns an InodeFS with
-   * `replicable: true`.
+   * `threads: "stateless"` (or `replicable: true`).
    */
   module: string;
   args?: string[];
@@ -166,10 +166,26 @@ export interface CopiesPlan {
   sharedState?: boolean;
 }
 
+/**
+ * What a filesystem supports when several threads serve one mount (the engine decides how many,
+ * lib/threads/plan.ts; a filesystem never starts threads itself):
+ * - "single": one thread only (the default). `--workers N` then forwards to that thread.
+ * - "stateless": any number of instances answer every request alike — node ids and file handles
+ *   are computed from the request, nothing another instance changed affects an answer. Each
+ *   worker loads its own instance (a script's module again). Was `replicable: true`.
+ * - `{ shared }`: instances over one shared state (SharedArrayBuffers). `shared()` is called once,
+ *   on the main thread, before any worker starts, and returns what each worker loads (its module
+ *   must return a "stateless" instance over that state), or null to stay on one thread. Was
+ *   `copies()`.
+ */
+export type ThreadSupport = "single" | "stateless" | { shared(): CopiesPlan | null };
+
 /** The inode filesystem interface. Node id 1 is the root. */
 export interface InodeFS {
+  /** How several threads may serve this filesystem (see ThreadSupport); wins over the two below. */
+  threads?: ThreadSupport;
   /**
-   * True when copies of this filesystem (one per worker thread with `--workers N`) answer every
+   * Same as `threads: "stateless"`. True when copies of this filesystem (one per worker thread with `--workers N`) answer every
    * request alike: node ids and file handles are computed from the request (not numbered per
    * copy) and no answer depends on state another copy changed. With it a script runs as one copy
    * per worker; without it `--workers N` keeps the filesystem on the main thread and the workers
@@ -177,6 +193,7 @@ export interface InodeFS {
    */
   replicable?: boolean;
   /**
+   * Same as `threads: { shared: () => this.copies() }`.
    * How to run this filesystem as one copy per worker thread (`--workers N`), or null for
    * forwarding mode. For filesystems that share their state between copies (SharedArrayBuffers)
    * instead of computing everything from the request, as the built-in memfs and passthrough do.

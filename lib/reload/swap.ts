@@ -12,6 +12,7 @@
 //   without one the reload is refused and the old version keeps serving.
 
 import type { InodeFS } from "../fs/types.ts";
+import { servesAsCopy } from "../threads/plan.ts";
 import { attachMount, toInodeFS, type Filesystem } from "../path/convert.ts";
 import { isPathFS, type Notifier, type PathFS } from "../path/pathfs.ts";
 import { adoptTreeState } from "../tree.ts";
@@ -62,12 +63,12 @@ function describeFs(fs: InodeFS): string {
 
 /**
  * Why `next` cannot replace `old` without a hook, or null if it can (`next` null: not known yet).
- * Replicable filesystems (`replicable: true`, see --workers) compute their node ids from what
+ * Stateless filesystems (`threads: "stateless"` / `replicable: true`, see --workers) compute their node ids from what
  * the request names, so a new version agrees with the old one on them as copies do.
  */
 export function needsHook(old: InodeFS, next: InodeFS | null): string | null {
   if (isPathFS(old) && (next === null || isPathFS(next))) return null;
-  if (old.replicable === true && (next === null || next.replicable === true)) return null;
+  if (servesAsCopy(old) && (next === null || servesAsCopy(next))) return null;
   const what = !isPathFS(old) ? `the mounted version is ${describeFs(old)}` : `the new version is ${describeFs(next!)}`;
   return (
     `${what}, whose node ids only it knows; a reload needs a hook that carries the old instance's ` +

@@ -5,6 +5,7 @@
 // is either late (after a timeout or an early answer: dropped and counted) or a bug (logged
 // loudly and counted as a protocol error) — never a second reply and never a silent drop.
 
+import { FailStopError } from "../shared/fail-stop.ts";
 import { errnoOf, Errno, FuseError } from "../fs/errors.ts";
 import { encodeOutHeader } from "../protocol/codec.ts";
 import { OUT_HEADER_SIZE } from "../protocol/constants.ts";
@@ -26,6 +27,8 @@ export interface ReplyObserver {
   late(req: Request): void;
   /** An answer had to wait for backing I/O before it could be sent. */
   deferred(req: Request): void;
+  /** A handler threw a FailStopError (lib/shared/fail-stop.ts): the mount must stop. */
+  failStop?(reason: string): void;
   /** False once the session's native memory may be gone: nothing may touch slots then. */
   readonly alive: boolean;
   /**
@@ -33,6 +36,11 @@ export interface ReplyObserver {
    * just before the slot goes back to its transport (see Session.checkPoison).
    */
   poison?(req: Request, replyLen: number): void;
+}
+
+/** By name too: the standalone binary's worker bundle has a FailStopError class of its own. */
+function isFailStop(err: unknown): boolean {
+  return err instanceof FailStopError || (err instanceof Error && err.name === "FailStopError");
 }
 
 export class Replier {
@@ -55,6 +63,12 @@ export class Replier {
   /** Map a thrown value to an errno reply: FuseError/system errors keep theirs, else EIO. */
   fail(req: Request, err: unknown): void {
     if (req.state !== HANDLING) return this.answer(req, ANSWER_ERROR, Errno.EIO); // reports it
+    if (isFailStop(err)) {
+      // Not an EIO for one request: the mount stops (the connection is aborted), and this
+      // caller gets what every other caller gets.
+      this.observer.failStop?.((err as Error).message);
+      return this.error(req, Errno.ENOTCONN);
+    }
     let errno = errnoOf(err);
     if (errno === null) {
       if (err instanceof Error && err.name === "AbortError") errno = Errno.EINTR;

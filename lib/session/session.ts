@@ -4,10 +4,11 @@
 // Dispatcher → Replier → Source.reply → (batch end) Source.flush.
 
 import { JSCallback } from "bun:ffi";
-import { existsSync, readFileSync, write as fsWrite } from "node:fs";
-import { availableParallelism } from "node:os";
+import { existsSync, readFileSync, write as fsWrite, writeFileSync } from "node:fs";
 import { errnoName, errnoOf, Errno, FuseError } from "../fs/errors.ts";
-import type { CopiesPlan, InitInfo, InodeFS } from "../fs/types.ts";
+import { onFailStop } from "../shared/fail-stop.ts";
+import { knobs } from "../knobs.ts";
+import type { InitInfo, InodeFS } from "../fs/types.ts";
 import { native } from "../native.ts";
 import { decodeInitIn, encodeInitOut, getU64, INIT_OUT_SIZE } from "../protocol/codec.ts";
 import {
@@ -19,13 +20,15 @@ import {
   FU_RING_FAULT_BAD_COMMIT, FU_RING_NO_FIXED_BUFFERS, IORING_SETUP_DEFER_TASKRUN, IORING_SETUP_SINGLE_ISSUER, possibleCpus, ringSizing, UringError, UringSource,
 } from "../transport/uring.ts";
 import { DataPlane, type DataPlaneMode, type DataPlaneShare } from "./dataplane.ts";
-import { WorkerPool, type RingPlan, type WorkerInit, type WorkerModule } from "./workers.ts";
-import { ForwardedSource } from "./forwarded.ts";
+import { WorkerPool, type RingPlan, type WorkerInit } from "../threads/pool.ts";
+import { planThreads, type WorkerModule } from "../threads/plan.ts";
+import { ForwardedSource } from "../transport/forwarded.ts";
 import { Dispatcher, handlerNameOf } from "./dispatch.ts";
 import { Replier, type ReplyObserver } from "./reply.ts";
 import { DEFERRED, FREE, HANDLING, Request, stateNames } from "./request.ts";
 import { Tracer, traceReplies } from "./trace.ts";
 import { LatencyHistograms, STAGE_BATCH, STAGE_COMMIT, STAGE_HANDLER, stageName, type LatencySummary } from "./latency.ts";
+import type { SessionStats } from "./stats.ts";
 
 export type TransportChoice = "auto" | "uring" | "classic";
 
@@ -53,18 +56,37 @@ export interface SessionOptions {
    * back to the buffered one); true = backing files stay buffered (host page cache).
    */
   backingCache: boolean;
-  /** Test-only fault injection in the ring (FUSE_URING_FAULT=bad-commit). */
-  ringFault: string;
   /**
-   * Threads serving the ring queues (1 = this thread). With a `workerModule` whose filesystem
-   * is `replicable: true` each worker runs its own copy; otherwise the workers serve the native
-   * data plane and forward every other request to this thread (forwarding mode).
-   * "auto": one per CPU (at most 8) when the filesystem runs as copies, else 1 (forwarding
-   * makes metadata slower, so it is never chosen automatically); 1 on the classic transport.
+   * Native transfers up to this many bytes run synchronously on the ring's thread; null: by
+   * the queues per ring (nativeSyncLimit in lib/transport/uring.ts).
+   */
+  nativeSyncMax: number | null;
+  /** Pin each worker to its queues' CPUs (default true). */
+  pinWorkers: boolean;
+  /**
+   * Test option (lib/knobs.ts, `--test fault=SPEC[,SPEC…]`): "bad-commit" (the ring commits a
+   * bad entry), "worker-exit:W:K" / "worker-throw:W:K" (worker W fails in its K+1-th handler),
+   * "no-fusectl" (a fail-stop acts as if fusectl were not mounted).
+   */
+  fault: string;
+  /**
+   * Threads serving the ring queues (1 = this thread), "auto" = a worker per allowed CPU (at
+   * most 8) when the filesystem can run as copies, else 1. What each runs: lib/threads/plan.ts
+   * (the one place that decides). No worker runs on the classic transport.
    */
   workers: number | "auto";
-  /** The module every worker imports in copies mode (null: forwarding). */
+  /**
+   * How a worker loads a fresh instance of this filesystem when it declares itself stateless
+   * (`threads: "stateless"` / `replicable: true`): the app knows (a script's file). Null: it
+   * cannot, so such a filesystem is served like a "single" one.
+   */
   workerModule: WorkerModule | null;
+  /**
+   * The module worker threads start from: the app's (lib/worker-main.ts, set by mount()). It
+   * calls serveWorker (lib/threads/worker-entry.ts) with how to load a filesystem. Null: no
+   * workers (one thread serves every queue).
+   */
+  workerEntry: string | null;
   /** Internal: "worker" sessions run inside a worker thread: no /dev/fuse reader, the fd is not theirs. */
   role: "main" | "worker";
   /** Internal: a worker's view of the main session's data plane table. */
@@ -81,6 +103,13 @@ export interface SessionOptions {
   slowRequestMs: number;
   /** Fill unused payload bytes with a pattern and check it on reuse (FUSE_URING_POISON=1). */
   poison: boolean;
+  /**
+   * fusectl connection id of this session's mount (/sys/fs/fuse/connections/N; mount() sets it).
+   * A fail-stop aborts the connection through it; null: the app must end the process instead.
+   */
+  connection: number | null;
+  /** Worker sessions: where a fail-stop on this thread goes (the main thread's session). */
+  reportFailStop: ((reason: string) => void) | null;
   debug: boolean;
   log: (line: string) => void;
 }
@@ -95,127 +124,35 @@ export const defaultSessionOptions: SessionOptions = {
   negativeTtl: 0,
   writebackCache: false,
   kernelPassthrough: false,
-  // Measured on 6.18 (see docs/ARCHITECTURE.md). For experiments (bench/):
-  // FUSE_URING_RING_FLAGS overrides the io_uring setup flags, FUSE_URING_WAIT_US the owner's
-  // blocking wait, FUSE_URING_FIXED_BUFFERS=0 turns fixed buffers off (as --no-fixed-buffers).
-  ringSetupFlags:
-    process.env.FUSE_URING_RING_FLAGS !== undefined ? Number(process.env.FUSE_URING_RING_FLAGS) : IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN,
-  fixedBuffers: process.env.FUSE_URING_FIXED_BUFFERS !== "0",
+  // Measured on 6.18 (see docs/ARCHITECTURE.md). Tuning knobs (lib/knobs.ts) change them for
+  // experiments (bench/): --ring-flags, --ring-wait-us, --no-fixed-buffers, --native-sync-max, --no-pin.
+  ringSetupFlags: knobs.ringSetupFlags() ?? IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN,
+  fixedBuffers: knobs.fixedBuffers(),
   // 10 ms: the wait timer fires every period even under load, and each expiry woke the owner
   // in the middle of a caller's time slice (1 ms: p99 of 4 KiB QD1 ×2 memfs reads 32 µs, 10 ms:
   // 17–21 µs, libfuse 15 µs). Event-loop work that is not a request (timers of the filesystem,
   // worker messages) waits at most this long while the owner blocks for requests.
-  ringWaitMicros: process.env.FUSE_URING_WAIT_US !== undefined ? Number(process.env.FUSE_URING_WAIT_US) : 10_000,
+  ringWaitMicros: knobs.ringWaitMicros() ?? 10_000,
+  nativeSyncMax: knobs.nativeSyncMax(),
+  pinWorkers: knobs.pinWorkers(),
   dataPlane: "native",
   backingCache: false,
-  ringFault: process.env.FUSE_URING_FAULT ?? "",
+  fault: knobs.fault(),
   workers: "auto",
   workerModule: null,
+  workerEntry: null,
   role: "main",
   dataPlaneShare: null,
   requestTimeout: 0,
-  slowRequestMs: process.env.FUSE_URING_SLOW_MS !== undefined ? Number(process.env.FUSE_URING_SLOW_MS) : 10_000,
-  poison: process.env.FUSE_URING_POISON === "1",
+  slowRequestMs: knobs.slowRequestMs() ?? 10_000,
+  poison: knobs.poison(),
+  connection: null,
+  reportFailStop: null,
   debug: false,
   log: (line) => process.stderr.write(line + "\n"),
 };
 
-export interface SessionStats {
-  transport: TransportKind | "pending";
-  transportReason: string;
-  ringRequests: number;
-  devRequests: number;
-  forgets: number;
-  interrupts: number;
-  wakeups: number;
-  cqes: number;
-  submits: number;
-  inflight: number;
-  inflightMax: number;
-  pinnedBytes: number;
-  fixedIo: number;
-  /** Native transfers done synchronously (pread/pwrite) by a ring's owner (nativeSyncLimit). */
-  nativeSync: number;
-  /** Native reads/writes submitted as READ_FIXED/WRITE_FIXED on the owner's ring and answered
-   *  from the completion (O_DIRECT handles; large transfers on a ring serving several queues). */
-  nativeAsync: number;
-  /** Native requests on O_DIRECT handles: the backing file's page cache was bypassed. */
-  nativeDirect: number;
-  /** Direct reads/writes the backing filesystem refused for alignment (EINVAL), redone on the
-   *  handle's buffered descriptor (docs/DATAPLANE.md). */
-  directFallbacks: number;
-  /** Wait timers the ring engine(s) queued: far fewer than `enters` under load. */
-  waitTimers: number;
-  /** io_uring_enter calls of the ring engine(s). */
-  enters: number;
-  /** Wake-ups of a JS thread from another thread per request (doorbells ÷ requests; a
-   *  forwarded request counts 2: to the main thread and back). */
-  handoffsPerRequest: number;
-  /** --workers forwarding mode: requests a worker posted to the main thread's handlers. */
-  forwarded: number;
-  /** "copies" (replicable script per worker), "forwarding", or "single" (one thread). */
-  workerMode: "single" | "copies" | "forwarding";
-  /** Requests answered by the native data plane (no JS), and its backing bytes. */
-  nativeRequests: number;
-  nativeReadBytes: number;
-  nativeWriteBytes: number;
-  nativeErrors: number;
-  /** Most native ring I/Os in flight at once. */
-  nativeInflightMax: number;
-  /** Data plane: handles mapped now, and OPENs that found the table full (served by JS). */
-  nativeHandles: number;
-  dataPlane: DataPlaneMode;
-  /** Ring commands retried / entries registered again after an unexpected CQE. */
-  ringRecovered: number;
-  errors: number;
-  replies: number;
-  bufferPools: boolean;
-  /** Ring payload buffers registered as io_uring fixed buffers (false: RLIMIT_MEMLOCK too low). */
-  fixedBuffers: boolean;
-  /** /dev/fuse is the ring's registered (fixed) file: entry commands skip an fget per SQE. */
-  fixedFile: boolean;
-  /** Answered requests per opcode name, e.g. { READ: 10, GETATTR: 3 }. */
-  ops: Record<string, number>;
-  /** Requests answered ETIMEDOUT by requestTimeout. */
-  timeouts: number;
-  /** Handler results dropped because their request was already answered (timeout, early answer). */
-  lateResults: number;
-  /** Answers that waited for the request's backing I/O to finish before the slot was released. */
-  deferredAnswers: number;
-  /** Requests that were pending longer than slowRequestMs (each logged once). */
-  slowRequests: number;
-  /** INTERRUPTs whose target was not (yet) known: answered EAGAIN (classic) or remembered. */
-  interruptsUnmatched: number;
-  /** Remembered INTERRUPTs applied when their request arrived later (io_uring). */
-  interruptsEarly: number;
-  /** Impossible transitions (answer twice, I/O completion without I/O, …): bugs, each logged. */
-  protocolErrors: number;
-  /** Per opcode name: count and latency (arrival → answer) p50/p99/max/mean in µs. */
-  latencyUs: Record<string, LatencySummary>;
-  /** Requests that went through JS on the ring, per stage (lib/session/latency.ts STAGES):
-   *  batch (back from the kernel → its turn), handler (→ answer), commit (answer → submitted). */
-  stageLatencyUs: Record<string, LatencySummary>;
-  /** Request slots (ring entries + classic readers): what `inflight` can reach. */
-  slots: number;
-  /** io_uring queues × depth (0 on classic). */
-  ringQueues: number;
-  ringDepth: number;
-  /** Requests being handled right now per io_uring queue (queue use; [] on classic). */
-  queueInflight: number[];
-  /** Per serving thread (main, then each worker): requests, wake-ups from another thread,
-   *  io_uring_enter calls and CQEs. */
-  threads: ThreadStats[];
-}
-
-export interface ThreadStats {
-  thread: string;
-  requests: number;
-  wakeups: number;
-  enters: number;
-  cqes: number;
-  /** CPUs this thread is pinned to (workers: the CPUs of the queues it serves). */
-  cpus?: number[];
-}
+export type { SessionStats, ThreadStats } from "./stats.ts";
 
 /** Capabilities requested from the kernel (granted = these ∩ offered). */
 function requestedFlags(o: SessionOptions): bigint {
@@ -312,6 +249,15 @@ export class Session implements Sink, ReplyObserver {
   /** Settles when every source stopped (unmount, abort, daemon shutdown). */
   readonly ended: Promise<string>;
   private endReason = "";
+  /** Why this session fail-stopped (null: it did not). */
+  failReason: string | null = null;
+  private failedResolve!: (why: { reason: string; aborted: boolean }) => void;
+  /**
+   * Settles when the session fail-stops (failStop()): the reason, and whether the connection
+   * was aborted (callers already get ENOTCONN and `ended` follows). Not aborted (no fusectl):
+   * only ending the process ends the connection; the CLI does that.
+   */
+  readonly failed: Promise<{ reason: string; aborted: boolean }>;
 
   constructor(readonly fd: number, readonly fs: InodeFS, options: Partial<SessionOptions> = {}) {
     this.opts = { ...defaultSessionOptions, ...options };
@@ -321,6 +267,11 @@ export class Session implements Sink, ReplyObserver {
     });
     this.ready.catch(() => {});
     this.ended = new Promise((res) => (this.endedResolve = res));
+    this.failed = new Promise((res) => (this.failedResolve = res));
+    if (this.opts.role === "main") {
+      liveSessions.add(this);
+      installFailStopHandler();
+    }
     this.replier = new Replier(this);
     this.dispatcher = new Dispatcher(fs, this.replier, this.opts, (req) => {
       if (this.opts.debug) this.opts.log(`fuse: unsupported opcode ${opName(req.opcode)} (${req.opcode}) → ENOSYS`);
@@ -344,27 +295,6 @@ export class Session implements Sink, ReplyObserver {
       this.watchdog.unref?.();
     }
     if (this.opts.role === "worker") return; // no /dev/fuse reader: the main thread has it
-    const auto = this.opts.workers === "auto";
-    if (auto) this.opts.workers = this.opts.transport === "classic" ? 1 : autoWorkerCount();
-    if ((this.opts.workers as number) > 1) {
-      // Copies only of a module that says its copies answer alike; anything else is served here.
-      if (this.opts.workerModule && fs.replicable !== true) this.opts.workerModule = null;
-      // A filesystem that can run as copies over shared state (the built-in memfs, passthrough).
-      if (!this.opts.workerModule && fs.copies) {
-        let plan: CopiesPlan | null = null;
-        try {
-          plan = fs.copies();
-        } catch (e) {
-          this.opts.log(`fuse-uring: the filesystem cannot run as copies (${e instanceof Error ? e.message : String(e)}); forwarding to this thread instead`);
-        }
-        if (plan) {
-          this.opts.workerModule = { path: plan.module, args: plan.args ?? [], shared: plan.shared };
-          this.sharedCopies = plan.sharedState === true;
-        }
-      }
-      if (auto && !this.opts.workerModule) this.opts.workers = 1; // never forwarding by default
-      else this.pool = new WorkerPool(this.opts.workers as number, this.opts.log, !this.opts.workerModule);
-    }
     this.classic = new ClassicSource(this, {
       fd,
       slots: this.opts.classicSlots,
@@ -389,11 +319,37 @@ export class Session implements Sink, ReplyObserver {
     this.classic!.start();
   }
 
-  /** Workers: every worker imports the module (rejects with its error) before INIT is read. */
-  async prepareWorkers(): Promise<void> {
-    if (!this.pool) return;
-    const { log: _log, dataPlaneShare: _d, workerModule: _m, ...plain } = this.opts;
-    await this.pool.load(this.fd, this.opts.workerModule, plain, this.dataPlane?.shared() ?? null);
+  /** Kept for API compatibility: workers now start in INIT, once it chose io_uring. */
+  async prepareWorkers(): Promise<void> {}
+
+  /**
+   * The threads that serve the queues (lib/threads/plan.ts decides): the workers start and each
+   * imports what it runs (rejects with the first one's error). Null: this thread serves them all.
+   */
+  private async startWorkers(): Promise<WorkerPool | null> {
+    const o = this.opts;
+    if (!o.workerEntry) return null;
+    const plan = planThreads({ fs: this.fs, requested: o.workers, possibleCpus: possibleCpus(), source: o.workerModule, log: o.log });
+    if (plan.mode === "single") return null;
+    const pool = new WorkerPool(o.workerEntry, plan.workers, o.log, plan.mode === "forwarding", (why) => this.failStop(why), plan.queues, plan.cpus);
+    this.pool = pool;
+    this.sharedCopies = plan.sharedState;
+    const { log: _log, dataPlaneShare: _d, workerModule: _m, reportFailStop: _r, ...plain } = o;
+    try {
+      await pool.load(this.fd, plan.module, plain, this.dataPlane?.shared() ?? null);
+    } catch (e) {
+      await this.stopWorkers();
+      throw e;
+    }
+    return pool;
+  }
+
+  /** No worker serves (classic transport, rings not set up): none keeps running. */
+  private async stopWorkers(): Promise<void> {
+    const pool = this.pool;
+    this.pool = null;
+    this.sharedCopies = false;
+    await pool?.close();
   }
 
   // ---- doorbell and batching ------------------------------------------------------------------
@@ -624,9 +580,10 @@ export class Session implements Sink, ReplyObserver {
       depth: o.queueDepth,
       payloadSize: roundUp(Math.max(8192, o.maxWrite), 4096),
       // + not |: bits 30/31 would make the number negative
-      setupFlags: o.ringSetupFlags + (o.fixedBuffers ? 0 : FU_RING_NO_FIXED_BUFFERS) + (o.ringFault === "bad-commit" ? FU_RING_FAULT_BAD_COMMIT : 0),
+      setupFlags: o.ringSetupFlags + (o.fixedBuffers ? 0 : FU_RING_NO_FIXED_BUFFERS) + (o.fault.split(",").includes("bad-commit") ? FU_RING_FAULT_BAD_COMMIT : 0),
       waitMicros: o.ringWaitMicros,
-      nativeSyncMax: process.env.FUSE_URING_NATIVE_SYNC_MAX ? Number(process.env.FUSE_URING_NATIVE_SYNC_MAX) : null,
+      nativeSyncMax: o.nativeSyncMax,
+      pin: o.pinWorkers,
     };
   }
 
@@ -635,7 +592,7 @@ export class Session implements Sink, ReplyObserver {
     const ring = new UringSource(this, {
       fd: this.fd, qids: plan.qids, totalQueues: plan.totalQueues, depth: plan.depth, payloadSize: plan.payloadSize,
       setupFlags: plan.setupFlags, doorbell: this.doorbell.ptr!, dataPlane: this.dataPlane?.handle ?? null,
-      waitMicros: plan.waitMicros, nativeSyncMax: plan.nativeSyncMax, pinToQueues: this.opts.role === "worker",
+      waitMicros: plan.waitMicros, nativeSyncMax: plan.nativeSyncMax, pinToQueues: this.opts.role === "worker" && plan.pin, pinCpus: plan.cpus,
     });
     this.uring = ring;
     // The ring submits the I/O with its next enter (scheduled by io()).
@@ -686,12 +643,26 @@ export class Session implements Sink, ReplyObserver {
     let ringUp = false;
     if (want) {
       const plan = this.ringPlan();
-      if (this.pool) {
-        const made = await this.pool.createRings(plan);
-        if ("message" in made) reason = made.errno ? explainRingError(made.errno) : made.message;
-        else {
+      let pool: WorkerPool | null;
+      try {
+        pool = await this.startWorkers();
+      } catch (e) {
+        this.replier.error(req, Errno.EPROTO);
+        this.readyReject(e instanceof Error ? e : new Error(String(e)));
+        return;
+      }
+      if (pool) {
+        const made = await pool.createRings(plan);
+        if ("message" in made) {
+          reason = made.errno ? explainRingError(made.errno) : made.message;
+          await this.stopWorkers();
+        } else {
           ringUp = true;
-          if (this.pool.forwarding) made.entries.forEach((e, w) => this.addForwarded(new ForwardedSource(this, this.pool!, w, e)));
+          if (pool.forwarding) made.entries.forEach((e, w) => {
+            const src = new ForwardedSource(this, (pairs) => pool.commit(w, pairs), e);
+            pool.attach(w, src);
+            this.addForwarded(src);
+          });
         }
       } else {
         try {
@@ -716,8 +687,6 @@ export class Session implements Sink, ReplyObserver {
       this.readyReject(new Error(`io_uring transport unavailable: ${reason}`));
       return;
     }
-    // Workers without a ring never serve; the main thread's copy serves /dev/fuse.
-    if (!ringUp) this.pool?.endAll("no ring");
     this.transport = ringUp ? "uring" : "classic";
     this.transportReason = reason;
     this.classic!.setOpSizes(opHeaderSizes((flags & initBit("SETXATTR_EXT")) !== 0n));
@@ -911,6 +880,25 @@ export class Session implements Sink, ReplyObserver {
     });
   }
 
+  // ---- fail-stop ------------------------------------------------------------------------------
+  /**
+   * The mount can no longer be served correctly (a worker died, failStop() was called, a
+   * handler threw a FailStopError): abort the connection so every caller gets ENOTCONN or
+   * ECONNABORTED at once instead of waiting on a queue nobody serves, and end the session with
+   * "fail-stop: <reason>". Worker sessions hand it to the main thread's session.
+   */
+  failStop(reason: string): void {
+    if (this.opts.role === "worker") return this.opts.reportFailStop?.(reason);
+    // Once the connection ended (unmount, abort) there is nothing left to stop.
+    if (this.failReason !== null || !this.alive || this.endReason) return;
+    this.failReason = reason;
+    this.endReason = `fail-stop: ${reason}`;
+    if (this.transport === "pending") this.readyReject(new Error(this.endReason));
+    const aborted = !this.opts.fault.split(",").includes("no-fusectl") && abortConnection(this.opts.connection);
+    if (this.opts.debug) this.opts.log(`fuse-uring: fail-stop (${reason}); ${aborted ? "connection aborted through fusectl" : "fusectl not available: the process must exit to end the connection"}`);
+    this.failedResolve({ reason, aborted });
+  }
+
   // ---- stats and teardown ---------------------------------------------------------------------
   stats(): SessionStats {
     const own = this.ownStats();
@@ -1012,6 +1000,7 @@ export class Session implements Sink, ReplyObserver {
 
   private async shutdown(graceMs: number): Promise<void> {
     if (!this.alive) return;
+    liveSessions.delete(this);
     if (this.watchdog) clearInterval(this.watchdog);
     this.classic?.stop();
     this.uring?.stop();
@@ -1083,6 +1072,30 @@ export class Session implements Sink, ReplyObserver {
 }
 
 const POISON_BYTE = 0xa5;
+
+/** Main-thread sessions of this process: a failStop() on this thread stops them (normally one). */
+const liveSessions = new Set<Session>();
+let failStopInstalled = false;
+
+/** The main thread's fail-stop handler (lib/shared/fail-stop.ts): every live session stops. */
+function installFailStopHandler(): void {
+  if (failStopInstalled) return;
+  failStopInstalled = true;
+  onFailStop((reason) => {
+    for (const s of [...liveSessions]) s.failStop(reason);
+  });
+}
+
+/** Write 1 to /sys/fs/fuse/connections/N/abort; false if fusectl is not mounted or N is gone. */
+function abortConnection(id: number | null): boolean {
+  if (id === null) return false;
+  try {
+    writeFileSync(`/sys/fs/fuse/connections/${id}/abort`, "1");
+    return true;
+  } catch {
+    return false;
+  }
+}
 
 /**
  * INTERRUPTs whose request has not arrived yet. On io_uring the interrupt comes through
@@ -1175,12 +1188,4 @@ function mergeLatency(a: LatencySummary | undefined, b: LatencySummary): Latency
 
 function roundUp(n: number, to: number): number {
   return Math.ceil(n / to) * to;
-}
-
-/**
- * `--workers auto`: a thread per CPU, as libfuse runs a ring thread per queue, capped at 8 (each
- * worker is a JS heap of its own, ~12 MiB, and few filesystems scale past that on one mount).
- */
-export function autoWorkerCount(): number {
-  return Math.max(1, Math.min(availableParallelism(), possibleCpus(), 8));
 }

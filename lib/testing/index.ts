@@ -119,7 +119,7 @@ export class FsTester {
       deferred: () => {},
     };
     this.replier = new Replier(observer);
-    const opts: DispatchOptions = { entryTtl: options.entryTtl ?? 1, attrTtl: options.attrTtl ?? 1, negativeTtl: options.negativeTtl ?? 0 };
+    const opts: DispatchOptions = { entryTtl: options.entryTtl ?? 1, attrTtl: options.attrTtl ?? 1, negativeTtl: options.negativeTtl ?? 0, backingCache: false, writebackCache: false };
     this.dispatcher = new Dispatcher(this.fs, this.replier, opts, () => {});
     this.source.onAnswer = (slot, len) => this.answered(slot, len);
   }

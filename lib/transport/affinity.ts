@@ -42,3 +42,14 @@ export function pinCurrentThread(cpus: number[]): number[] | null {
   // pid 0 = the calling thread (sched_setaffinity is per thread on Linux).
   return c.sched_setaffinity(0, MASK_BYTES, mask) === 0 ? chosen : null;
 }
+
+/** CPUs the calling thread may run on (its affinity mask; the process's, for the main thread). [] if unknown. */
+export function allowedCpus(): number[] {
+  const c = load();
+  if (!c) return [];
+  const mask = new Uint8Array(MASK_BYTES);
+  if (c.sched_getaffinity(0, MASK_BYTES, mask) < 0) return [];
+  const out: number[] = [];
+  for (let cpu = 0; cpu < MASK_BYTES * 8; cpu++) if (mask[cpu >> 3]! & (1 << (cpu & 7))) out.push(cpu);
+  return out;
+}

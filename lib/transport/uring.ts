@@ -42,8 +42,10 @@ export interface UringOptions {
    *  (null: nativeSyncLimit). */
   nativeSyncMax: number | null;
   /** Pin the creating thread to the CPUs of `qids` (worker threads: lib/transport/affinity.ts;
-   *  FUSE_URING_NO_PIN=1 turns it off). */
+   *  the session passes false for --no-pin / FUSE_URING_NO_PIN=1, lib/knobs.ts). */
   pinToQueues?: boolean;
+  /** With pinToQueues: these CPUs instead of the queues' own (the thread plan's block). */
+  pinCpus?: number[];
   /**
    * Held requests are answered by another thread (a forwarding worker, lib/session/
    * forward-worker.ts): while any is held, go idle right after a batch instead of looking
@@ -131,7 +133,7 @@ export class UringSource implements Source {
     const n = native();
     const err = new Int32Array(1);
     // Before the ring exists: its watcher thread inherits the affinity.
-    if (opts.pinToQueues && process.env.FUSE_URING_NO_PIN !== "1") this.pinnedCpus = pinCurrentThread(opts.qids);
+    if (opts.pinToQueues) this.pinnedCpus = pinCurrentThread(opts.pinCpus ?? opts.qids);
     const qids = new Uint16Array(opts.qids);
     const h = n.fu_ring_create(opts.fd, qids, qids.length, opts.totalQueues, opts.depth, opts.payloadSize, opts.setupFlags, opts.doorbell, opts.dataPlane, err) as Pointer | null;
     if (!h) throw new UringError(-err[0]!, `io_uring setup failed (errno ${-err[0]!})`);

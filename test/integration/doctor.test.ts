@@ -137,6 +137,15 @@ describe("doctor, enable_uring=N", () => {
 });
 
 describe("doctor verdicts (exit 1 only when a mount cannot work)", () => {
+  fuseTest("lists the FUSE_URING_* knobs that are set (lib/knobs.ts): tuning OK, test options WARN; none set, none listed", async () => {
+    const r = await doctor([], { env: { FUSE_URING_WAIT_US: "5000", FUSE_URING_FAULT: "worker-exit:0:1" } });
+    expect(r.code, fmt(r)).toBe(0);
+    expect(r.stdout).toMatch(/^OK {3}env: FUSE_URING_WAIT_US=5000 is set \(tuning knob: .*flag --ring-wait-us US\)$/m);
+    expect(r.stdout).toMatch(/^WARN env: FUSE_URING_FAULT=worker-exit:0:1 is set: a test option .* — fix: unset FUSE_URING_FAULT/m);
+    const clean = await doctor([], { env: Object.fromEntries(Object.keys(process.env).filter((k) => k.startsWith("FUSE_URING_")).map((k) => [k, undefined])) });
+    expect(clean.stdout).not.toMatch(/^\S+ +env: /m);
+  });
+
   fuseTest("no loadable shim: FAIL with the fix, exit 1", async () => {
     const r = await doctor([], { env: { FUSE_URING_SHIM: "/nonexistent/libfuse_uring_shim.so" } });
     expect(r.code, fmt(r)).toBe(1);

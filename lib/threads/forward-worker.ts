@@ -1,5 +1,5 @@
 // A forwarding worker's engine (`--workers N` with a filesystem that stays on the main thread,
-// lib/session/workers.ts). This thread owns the io_uring of its queues (SINGLE_ISSUER: only it
+// lib/threads/pool.ts). This thread owns the io_uring of its queues (SINGLE_ISSUER: only it
 // submits) and runs the same pump as single-thread mode (lib/transport/uring.ts), so READ/WRITE/
 // FSYNC of backing-fd handles are answered in the shim inside fu_ring_enter, on this core.
 // Every other request is posted to the main thread as its entry index, one message per reaped
@@ -13,8 +13,9 @@
 import { JSCallback, type Pointer } from "bun:ffi";
 import type { Sink, Slot, Source, SourceStats } from "../transport/types.ts";
 import { UringSource } from "../transport/uring.ts";
-import type { SessionStats } from "./session.ts";
-import type { FromWorker, RingEntries, RingPlan } from "./workers.ts";
+import type { SessionStats } from "../session/stats.ts";
+import type { RingEntries } from "../transport/forwarded.ts";
+import type { FromWorker, RingPlan } from "./pool.ts";
 
 export class ForwardEngine implements Sink {
   private ring: UringSource | null = null;
@@ -43,7 +44,7 @@ export class ForwardEngine implements Sink {
     const ring = new UringSource(this, {
       fd: this.fd, qids: plan.qids, totalQueues: plan.totalQueues, depth: plan.depth, payloadSize: plan.payloadSize,
       setupFlags: plan.setupFlags, doorbell: this.doorbell.ptr!, dataPlane: (this.dataPlane as Pointer | null) ?? null,
-      waitMicros: plan.waitMicros, nativeSyncMax: plan.nativeSyncMax, answeredElsewhere: true, pinToQueues: true,
+      waitMicros: plan.waitMicros, nativeSyncMax: plan.nativeSyncMax, answeredElsewhere: true, pinToQueues: plan.pin, pinCpus: plan.cpus,
     });
     this.ring = ring;
     this.pinned = ring.pinnedBytes;

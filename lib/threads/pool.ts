@@ -1,5 +1,5 @@
 // Multi-core serving (`--workers N`): N Bun Workers, each owning the io_uring of a share of the
-// kernel's queues (queue q → worker q mod N). Two modes:
+// kernel's queues (lib/threads/plan.ts: contiguous blocks of the allowed CPUs). Two modes:
 //
 // - copies: a script that declares `replicable: true` (or the module a filesystem's `copies()`
 //   names, with state shared through SharedArrayBuffers) is loaded once per worker, and each
@@ -9,21 +9,18 @@
 //   reader (INIT, FORGET, INTERRUPT, anything sent before the rings are ready) and forwards
 //   FORGET and INTERRUPT to every worker: the kernel does not say which queue served a node.
 // - forwarding: any other filesystem stays on the main thread. Each worker serves the native
-//   data plane of its rings on its own thread (lib/session/forward-worker.ts) and posts every
+//   data plane of its rings on its own thread (lib/threads/forward-worker.ts) and posts every
 //   other request to the main thread as its entry index; the main thread handles it in place
-//   through views over the worker's entries (lib/session/forwarded.ts) and posts the commit back.
+//   through views over the worker's entries (lib/transport/forwarded.ts) and posts the commit back.
 
 import { loadedShimPath } from "../native.ts";
-import type { DataPlaneShare } from "./dataplane.ts";
-import type { SessionStats } from "./session.ts";
+import type { DataPlaneShare } from "../session/dataplane.ts";
+import type { SessionStats } from "../session/stats.ts";
+import type { ForwardPeer, RingEntries } from "../transport/forwarded.ts";
+import type { WorkerModule } from "./plan.ts";
 
-export interface WorkerModule {
-  path: string;
-  args: string[];
-  mountpoint?: string;
-  /** InodeFS.copies()'s shared state (SharedArrayBuffers stay shared). */
-  shared?: unknown;
-}
+export type { WorkerModule } from "./plan.ts";
+export type { RingEntries } from "../transport/forwarded.ts";
 
 /** The ring plan for one worker (all plain data: it crosses postMessage). */
 export interface RingPlan {
@@ -35,6 +32,9 @@ export interface RingPlan {
   waitMicros: number;
   /** Native transfers up to this size run synchronously; null: by queue count (nativeSyncLimit). */
   nativeSyncMax: number | null;
+  /** Pin the ring's owner (workers; --no-pin turns it off) to `cpus`, else to its queues' CPUs. */
+  pin: boolean;
+  cpus?: number[];
 }
 
 /** INIT facts a worker's filesystem gets in fs.init (functions are recreated in the worker). */
@@ -47,12 +47,6 @@ export interface WorkerInit {
   maxReadahead: number;
 }
 
-/** Where a worker's ring entries live (forwarding: the main thread builds its views from these). */
-export interface RingEntries {
-  headers: number[];
-  payloads: number[];
-  payloadSize: number;
-}
 
 export type ToWorker =
   | { type: "load"; fd: number; module: WorkerModule | null; opts: Record<string, unknown>; dataPlane: DataPlaneShare | null; index: number; shimPath: string | null }
@@ -81,30 +75,27 @@ export type FromWorker =
   | { type: "closed" }
   | { type: "reload-prepared" }
   | { type: "reload-committed"; inflight: number }
-  | { type: "log"; line: string };
+  | { type: "log"; line: string }
+  /** The worker called failStop() (lib/shared/fail-stop.ts): the mount must stop. */
+  | { type: "fail-stop"; reason: string };
 
-/**
- * The worker's entry module. In the standalone binary (scripts/compile.sh builds this file as a
- * second entry point) embedded modules live under /$bunfs/root/ by their path from the
- * repository root, not next to the bundle that imports this file.
- */
-function workerEntry(): string {
-  if (import.meta.url.includes("/$bunfs/")) return "/$bunfs/root/lib/session/worker-entry.ts";
-  return new URL("./worker-entry.ts", import.meta.url).href;
-}
-
-/** The main thread's end of a forwarding worker (lib/session/forwarded.ts). */
-export interface ForwardPeer {
-  onRequests(idx: number[]): void;
-  onStopped(errno: number): void;
-}
 
 interface Slot {
   worker: Worker;
   peer: ForwardPeer | null;
   stats: SessionStats | null;
   ended: boolean;
+  /** The thread is gone (exited, threw): nothing is posted to it or awaited from it. */
+  dead: boolean;
   waiters: Map<string, (m: FromWorker) => void>;
+}
+
+/** One line of a worker's uncaught error (Bun's ErrorEvent message carries a source excerpt). */
+function errorLine(ev: ErrorEvent): string {
+  if (ev.error instanceof Error) return `${ev.error.name === "Error" ? "" : ev.error.name + ": "}${ev.error.message}`;
+  const text = String(ev.message ?? ev);
+  const m = /^(?:\w*error|\w*Error): (.*)$/m.exec(text);
+  return (m ? m[1]! : text.split("\n")[0]!).trim();
 }
 
 export class WorkerPool {
@@ -117,27 +108,63 @@ export class WorkerPool {
   /** True: the filesystem stays on the main thread and workers forward requests to it. */
   readonly forwarding: boolean;
 
-  constructor(readonly count: number, private readonly log: (line: string) => void, forwarding = false) {
+  /** Set by close(): workers exiting from now on are expected. */
+  private closing = false;
+
+  /**
+   * `failStop` is called (once per cause) when a worker can no longer serve its queues: it
+   * exited, threw an uncaught error, or called failStop() itself. Its queues would get no more
+   * answers, so the session stops the whole mount (fail-stop) rather than serve half of it.
+   */
+  /**
+   * `entry`: the module a worker thread starts from — the app's (lib/worker-main.ts), which
+   * calls serveWorker() (lib/threads/worker-entry.ts) with what the app knows how to load.
+   */
+  constructor(
+    entry: string,
+    readonly count: number,
+    private readonly log: (line: string) => void,
+    forwarding = false,
+    private readonly failStop: (reason: string) => void = () => {},
+    /** Queue ids and CPUs of each worker (lib/threads/plan.ts: contiguous CPU blocks). */
+    private readonly queues: number[][] = [],
+    private readonly cpus: number[][] = [],
+  ) {
     this.forwarding = forwarding;
     this.ended = new Promise((res) => (this.endedResolve = res));
     for (let i = 0; i < count; i++) {
-      const worker = new Worker(workerEntry());
-      const slot: Slot = { worker, peer: null, stats: null, ended: false, waiters: new Map() };
-      worker.onmessage = (ev: MessageEvent<FromWorker>) => this.onMessage(slot, ev.data);
-      worker.onerror = (ev) => {
-        const message = `worker ${i} failed: ${(ev as ErrorEvent).message ?? String(ev)}`;
-        this.log(`fuse-uring: ${message}`);
-        this.markEnded(slot, "worker failed");
-        // Whoever waits for this worker gets the failure now, not after a timeout.
-        for (const waiter of slot.waiters.values()) waiter({ type: "error", message });
-        slot.waiters.clear();
-      };
+      const worker = new Worker(entry);
+      const slot: Slot = { worker, peer: null, stats: null, ended: false, dead: false, waiters: new Map() };
+      worker.onmessage = (ev: MessageEvent<FromWorker>) => this.onMessage(slot, i, ev.data);
+      worker.onerror = (ev) => this.lost(slot, i, `worker ${i} threw an uncaught error: ${errorLine(ev as ErrorEvent)}`);
+      worker.addEventListener("close", (ev) => {
+        if (!this.closing) this.lost(slot, i, `worker ${i} exited (code ${(ev as unknown as { code?: number }).code ?? "?"})`);
+      });
       this.slots.push(slot);
     }
   }
 
-  private onMessage(slot: Slot, m: FromWorker): void {
+  /** Worker `i` stopped serving: it is dead to the pool, and the mount must stop. */
+  private lost(slot: Slot, i: number, why: string): void {
+    if (slot.dead) return;
+    slot.dead = true;
+    this.markEnded(slot, why);
+    // Whoever waits for this worker gets the failure now, not after a timeout.
+    for (const waiter of slot.waiters.values()) waiter({ type: "error", message: why });
+    slot.waiters.clear();
+    // Forwarding: its ring is gone; the main thread's end stops too (its requests are the kernel's now).
+    slot.peer?.onStopped(103 /* ECONNABORTED */);
+    if (this.closing) return this.log(`fuse-uring: ${why} while closing`);
+    try {
+      slot.worker.terminate();
+    } catch {}
+    this.failStop(why);
+  }
+
+  private onMessage(slot: Slot, i: number, m: FromWorker): void {
     switch (m.type) {
+      case "fail-stop":
+        return this.failStop(`worker ${i}: ${m.reason}`);
       case "requests":
         slot.peer?.onRequests(m.idx);
         return;
@@ -191,8 +218,9 @@ export class WorkerPool {
     if (bad && bad.type === "error") throw new Error(bad.message);
   }
 
-  /** Queue ids of worker `w`: q mod count. */
+  /** Queue ids of worker `w` (the plan's block; q mod count without a plan). */
   qidsOf(w: number, totalQueues: number): number[] {
+    if (this.queues[w]) return this.queues[w]!;
     const out: number[] = [];
     for (let q = w; q < totalQueues; q += this.count) out.push(q);
     return out;
@@ -203,7 +231,7 @@ export class WorkerPool {
    * worker's entries (forwarding needs them; empty in copies mode), or why not.
    */
   async createRings(plan: Omit<RingPlan, "qids">): Promise<{ errno: number; message: string } | { entries: RingEntries[] }> {
-    const answers = await Promise.all(this.slots.map((s, w) => this.request(s, { type: "ring", plan: { ...plan, qids: this.qidsOf(w, plan.totalQueues) } }, "ring")));
+    const answers = await Promise.all(this.slots.map((s, w) => this.request(s, { type: "ring", plan: { ...plan, qids: this.qidsOf(w, plan.totalQueues), ...(this.cpus[w] ? { cpus: this.cpus[w] } : {}) } }, "ring")));
     const entries: RingEntries[] = [];
     for (const a of answers) {
       if (a.type === "error") return { errno: 0, message: a.message };
@@ -221,7 +249,7 @@ export class WorkerPool {
   /** Forwarding: answers for worker `w` (posted once per batch). */
   commit(w: number, pairs: number[]): void {
     const s = this.slots[w]!;
-    if (!s.ended) s.worker.postMessage({ type: "commit", pairs } satisfies ToWorker);
+    if (!s.ended && !s.dead) s.worker.postMessage({ type: "commit", pairs } satisfies ToWorker);
   }
 
   start(init: WorkerInit): void {
@@ -267,8 +295,10 @@ export class WorkerPool {
 
   /** keepMemory (forwarding): leave the rings' memory mapped; a handler may still write into it. */
   async close(keepMemory = false): Promise<void> {
+    this.closing = true;
     for (const s of this.slots) s.peer = null;
-    await Promise.all(this.slots.map((s) => this.request(s, { type: "close", keepMemory }, "closed", 5000)));
+    const live = this.slots.filter((s) => !s.dead);
+    await Promise.all(live.map((s) => this.request(s, { type: "close", keepMemory }, "closed", 5000)));
     for (const s of this.slots) s.worker.terminate();
   }
 }

@@ -1,6 +1,6 @@
-// The main thread's end of a forwarding worker (`--workers N` with a filesystem that is not
-// replicable, lib/session/workers.ts). The worker owns the io_uring of its queues and serves the
-// native data plane there (lib/session/forward-worker.ts); every other request arrives here as
+// The main thread's end of a forwarding worker (`--workers N` with a filesystem that stays on
+// one thread, lib/threads/pool.ts). The worker owns the io_uring of its queues and serves the
+// native data plane there (lib/threads/forward-worker.ts); every other request arrives here as
 // the index of its ring entry. The entries are in this process's memory, so this source builds
 // views over them once, from the addresses the worker reported, and the session decodes,
 // handles and encodes each request in place — no copy. Answers go back as [entry, length]
@@ -12,9 +12,21 @@
 import type { Pointer } from "bun:ffi";
 import { encodeOutHeader } from "../protocol/codec.ts";
 import { HDR_PAYLOAD_SZ, OUT_HEADER_SIZE } from "../protocol/constants.ts";
-import { makeSlot } from "../transport/slots.ts";
-import type { Sink, Slot, Source, SourceStats } from "../transport/types.ts";
-import type { ForwardPeer, RingEntries, WorkerPool } from "./workers.ts";
+import { makeSlot } from "./slots.ts";
+import type { Sink, Slot, Source, SourceStats } from "./types.ts";
+
+/** Where a worker's ring entries live (plain data: it crosses postMessage). */
+export interface RingEntries {
+  headers: number[];
+  payloads: number[];
+  payloadSize: number;
+}
+
+/** What the worker's messages deliver to the main thread's end. */
+export interface ForwardPeer {
+  onRequests(idx: number[]): void;
+  onStopped(errno: number): void;
+}
 
 const EIO = 5;
 
@@ -35,11 +47,11 @@ export class ForwardedSource implements Source, ForwardPeer {
   batches = 0;
   commits = 0;
 
-  constructor(private readonly sink: Sink, private readonly pool: WorkerPool, readonly worker: number, entries: RingEntries) {
+  /** `commit` posts a batch of answers ([entry, payload length, …]) to the worker. */
+  constructor(private readonly sink: Sink, private readonly commit: (pairs: number[]) => void, entries: RingEntries) {
     for (let i = 0; i < entries.headers.length; i++) {
       this.slots.push(makeSlot(this, i, entries.headers[i]! as Pointer, entries.payloads[i]! as Pointer, entries.payloadSize));
     }
-    pool.attach(worker, this);
   }
 
   /** A batch of requests from the worker (one postMessage). */
@@ -84,7 +96,7 @@ export class ForwardedSource implements Source, ForwardPeer {
     if (this.pending.length === 0) return;
     const pairs = this.pending;
     this.pending = [];
-    this.pool.commit(this.worker, pairs);
+    this.commit(pairs);
   }
 
   /**
@@ -104,7 +116,7 @@ export class ForwardedSource implements Source, ForwardPeer {
 
   drain(): void {}
   stop(): void {}
-  /** The memory is the worker's: it frees it when closed (WorkerPool.close). */
+  /** The memory is the worker's: it frees it when closed (lib/threads/pool.ts). */
   destroy(): void {}
 
   stats(): SourceStats {

@@ -1,0 +1,103 @@
+// What Session.stats() reports (merged over the main thread and its workers; `fuse-uring stats`,
+// --stats-file). Types only: the worker pool and the forwarding engine report rows of it too.
+
+import type { DataPlaneMode } from "./dataplane.ts";
+import type { LatencySummary } from "./latency.ts";
+import type { TransportKind } from "../transport/types.ts";
+
+export interface SessionStats {
+  transport: TransportKind | "pending";
+  transportReason: string;
+  ringRequests: number;
+  devRequests: number;
+  forgets: number;
+  interrupts: number;
+  wakeups: number;
+  cqes: number;
+  submits: number;
+  inflight: number;
+  inflightMax: number;
+  pinnedBytes: number;
+  fixedIo: number;
+  /** Native transfers done synchronously (pread/pwrite) by a ring's owner (nativeSyncLimit). */
+  nativeSync: number;
+  /** Native reads/writes submitted as READ_FIXED/WRITE_FIXED on the owner's ring and answered
+   *  from the completion (O_DIRECT handles; large transfers on a ring serving several queues). */
+  nativeAsync: number;
+  /** Native requests on O_DIRECT handles: the backing file's page cache was bypassed. */
+  nativeDirect: number;
+  /** Direct reads/writes the backing filesystem refused for alignment (EINVAL), redone on the
+   *  handle's buffered descriptor (docs/DATAPLANE.md). */
+  directFallbacks: number;
+  /** Wait timers the ring engine(s) queued: far fewer than `enters` under load. */
+  waitTimers: number;
+  /** io_uring_enter calls of the ring engine(s). */
+  enters: number;
+  /** Wake-ups of a JS thread from another thread per request (doorbells ÷ requests; a
+   *  forwarded request counts 2: to the main thread and back). */
+  handoffsPerRequest: number;
+  /** --workers forwarding mode: requests a worker posted to the main thread's handlers. */
+  forwarded: number;
+  /** "copies" (replicable script per worker), "forwarding", or "single" (one thread). */
+  workerMode: "single" | "copies" | "forwarding";
+  /** Requests answered by the native data plane (no JS), and its backing bytes. */
+  nativeRequests: number;
+  nativeReadBytes: number;
+  nativeWriteBytes: number;
+  nativeErrors: number;
+  /** Most native ring I/Os in flight at once. */
+  nativeInflightMax: number;
+  /** Data plane: handles mapped now, and OPENs that found the table full (served by JS). */
+  nativeHandles: number;
+  dataPlane: DataPlaneMode;
+  /** Ring commands retried / entries registered again after an unexpected CQE. */
+  ringRecovered: number;
+  errors: number;
+  replies: number;
+  bufferPools: boolean;
+  /** Ring payload buffers registered as io_uring fixed buffers (false: RLIMIT_MEMLOCK too low). */
+  fixedBuffers: boolean;
+  /** /dev/fuse is the ring's registered (fixed) file: entry commands skip an fget per SQE. */
+  fixedFile: boolean;
+  /** Answered requests per opcode name, e.g. { READ: 10, GETATTR: 3 }. */
+  ops: Record<string, number>;
+  /** Requests answered ETIMEDOUT by requestTimeout. */
+  timeouts: number;
+  /** Handler results dropped because their request was already answered (timeout, early answer). */
+  lateResults: number;
+  /** Answers that waited for the request's backing I/O to finish before the slot was released. */
+  deferredAnswers: number;
+  /** Requests that were pending longer than slowRequestMs (each logged once). */
+  slowRequests: number;
+  /** INTERRUPTs whose target was not (yet) known: answered EAGAIN (classic) or remembered. */
+  interruptsUnmatched: number;
+  /** Remembered INTERRUPTs applied when their request arrived later (io_uring). */
+  interruptsEarly: number;
+  /** Impossible transitions (answer twice, I/O completion without I/O, …): bugs, each logged. */
+  protocolErrors: number;
+  /** Per opcode name: count and latency (arrival → answer) p50/p99/max/mean in µs. */
+  latencyUs: Record<string, LatencySummary>;
+  /** Requests that went through JS on the ring, per stage (lib/session/latency.ts STAGES):
+   *  batch (back from the kernel → its turn), handler (→ answer), commit (answer → submitted). */
+  stageLatencyUs: Record<string, LatencySummary>;
+  /** Request slots (ring entries + classic readers): what `inflight` can reach. */
+  slots: number;
+  /** io_uring queues × depth (0 on classic). */
+  ringQueues: number;
+  ringDepth: number;
+  /** Requests being handled right now per io_uring queue (queue use; [] on classic). */
+  queueInflight: number[];
+  /** Per serving thread (main, then each worker): requests, wake-ups from another thread,
+   *  io_uring_enter calls and CQEs. */
+  threads: ThreadStats[];
+}
+
+export interface ThreadStats {
+  thread: string;
+  requests: number;
+  wakeups: number;
+  enters: number;
+  cqes: number;
+  /** CPUs this thread is pinned to (workers: the CPUs of the queues it serves). */
+  cpus?: number[];
+}
