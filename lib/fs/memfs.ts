@@ -25,6 +25,7 @@ import type {
 import { S_IFBLK, S_IFCHR, S_IFDIR, S_IFIFO, S_IFLNK, S_IFMT, S_IFREG, S_IFSOCK } from "./types.ts";
 import { nowTimespec } from "./attr.ts";
 import { PAGE, PageStore, SEG_PAGES, pageOffset } from "./memfs-pages.ts";
+import { LOCK_FLOCK, LOCK_POSIX, LockTable, type FileLock } from "./locks.ts";
 import { totalmem } from "node:os";
 
 export interface MemFSOptions {
@@ -183,6 +184,8 @@ export interface MemShared {
   segs: SharedArrayBuffer[];
   /** Every node's time stamps (TIME_WORDS f64 per slot), growable. */
   times: SharedArrayBuffer;
+  /** The lock table (lib/fs/locks.ts), one for every copy. */
+  locks?: SharedArrayBuffer;
 }
 
 /** Address space set aside for file data, at most (1 GiB segments): 1 TiB. */
@@ -211,7 +214,7 @@ const TIME_WORDS = 8;
 const TIME_GROW_SLOTS = 1 << 14;
 const JSON_OPS = [
   "setattr", "symlink", "mknod", "mkdir", "unlink", "rmdir", "rename", "link", "create", "opendir",
-  "setxattr", "removexattr", "fallocate", "copyFileRange",
+  "setxattr", "removexattr", "fallocate", "copyFileRange", "tmpfile",
 ] as const;
 
 /**
@@ -221,7 +224,7 @@ const JSON_OPS = [
  */
 const CALL_SCHEMAS: Partial<Record<(typeof JSON_OPS)[number], string>> = {
   symlink: "nss", mknod: "nsnnn", mkdir: "nsnn", unlink: "ns", rmdir: "ns", rename: "nsnsn", link: "nns",
-  create: "nsnnn", opendir: "nn", fallocate: "nnnnn", copyFileRange: "nnnnnnnn",
+  create: "nsnnn", opendir: "nn", fallocate: "nnnnn", copyFileRange: "nnnnnnnn", tmpfile: "nnnn",
 };
 /** Longest string a binary call carries (longer ones go as JSON; they fail validation anyway). */
 const CALL_MAX_UNITS = 8192;
@@ -354,7 +357,13 @@ export class MemFS implements InodeFS {
   private readonly freeSlots: number[] = [];
   private slotHigh = 0;
 
-  constructor(options: MemFSOptions = {}, shared?: SharedArrayBuffer[]) {
+  /** POSIX, OFD and flock locks (lib/fs/locks.ts): shared memory, the same table in every copy. */
+  readonly locks: LockTable;
+  /** O_TMPFILE nodes not linked yet: a LINK may give them their first name although nlink is 0. */
+  private readonly linkable = new Set<number>();
+
+  constructor(options: MemFSOptions = {}, shared?: SharedArrayBuffer[], locks?: SharedArrayBuffer) {
+    this.locks = new LockTable(locks);
     const maxBytes = options.maxBytes ?? Math.floor(totalmem() / 2 / PAGE) * PAGE;
     const maxInodes = options.maxInodes ?? Math.max(1024, Math.floor(totalmem() / 8192));
     if (!(maxBytes >= 0) || !Number.isSafeInteger(maxBytes)) throw new RangeError("memfs: maxBytes must be a non-negative integer");
@@ -408,6 +417,7 @@ export class MemFS implements InodeFS {
       log: createSharedLog(this.resolved.sharedLogBytes),
       segs: this.store.reserveAll(),
       times: new SharedArrayBuffer(0, { maxByteLength: (this.maxInodes + 1) * TIME_WORDS * 8 }),
+      locks: this.locks.buffer,
     };
     this.share(shared.log, shared.times);
     this.putTimes(r, T_A | T_M | T_C);
@@ -418,7 +428,7 @@ export class MemFS implements InodeFS {
   /** A copy of the filesystem whose copies() made `shared` (in a worker). */
   static replica(shared: MemShared): MemFS {
     if (!shared || shared.kind !== "memfs-shared-v1") throw new Error("memfs: not the shared state of a memfs (copies())");
-    const fs = new MemFS(shared.options, shared.segs);
+    const fs = new MemFS(shared.options, shared.segs, shared.locks);
     const r = fs.root;
     [r.mode, r.uid, r.gid, r.lookups, r.atime, r.atimeNsec, r.mtime, r.mtimeNsec, r.ctime, r.ctimeNsec] = shared.root;
     fs.share(shared.log, shared.times);
@@ -1375,7 +1385,8 @@ export class MemFS implements InodeFS {
     if (newName === "." || newName === "..") fail("EEXIST");
     if (p.nlink === 0) fail("ENOENT");
     if (p.dir.map.has(newName)) fail("EEXIST");
-    if (n.nlink === 0) fail("ENOENT", "source was unlinked");
+    if (n.nlink === 0 && !this.linkable.has(ino)) fail("ENOENT", "source was unlinked");
+    this.linkable.delete(ino);
     n.nlink++;
     this.touch(n, T_C);
     this.attach(p, newName, n);
@@ -1440,10 +1451,50 @@ export class MemFS implements InodeFS {
     return len;
   }
 
-  flush(): void {}
+  /** Closing any descriptor ends the POSIX locks its process (lockOwner) holds on the file. */
+  flush(_ctx?: RequestContext, ino?: number, _fh?: number, lockOwner?: bigint): void {
+    if (ino !== undefined && typeof lockOwner === "bigint") this.locks.unlockOwner(ino, lockOwner, LOCK_POSIX);
+  }
 
   release(_ctx: RequestContext, _ino: number, fh: number, _flags: number): void {
     this.closeHandle(fh);
+    this.locks.releaseFh(fh); // OFD and flock locks end with their open file
+  }
+
+  /** O_TMPFILE: a regular file with no name (nlink 0), open; linkat may name it once. */
+  tmpfile(ctx: RequestContext, parent: number, mode: number, umask: number, flags: number): CreateReply {
+    const p = this.dirNode(parent);
+    if (p.nlink === 0) fail("ENOENT", "directory was removed");
+    if (this.inodeCount >= this.maxInodes) fail("ENOSPC", "out of inodes");
+    const n = this.newNode(ctx, p, S_IFREG | (mode & 0o7777 & ~umask));
+    n.nlink = 0;
+    n.chunks = new Map();
+    this.linkable.add(n.ino);
+    const fh = this.openHandle(n, flags);
+    return { entry: this.entry(n), open: { fh } };
+  }
+
+  // ---- locks: thin delegation to the shared lock table (lib/fs/locks.ts) ----------------------
+
+  getlk(_ctx: RequestContext, ino: number, _fh: number, owner: bigint, lock: FileLock): FileLock {
+    return this.locks.test(ino, owner, lock, LOCK_POSIX);
+  }
+
+  setlk(ctx: RequestContext, ino: number, fh: number, owner: bigint, lock: FileLock, wait: boolean): void | Promise<void> {
+    if (!wait) {
+      if (!this.locks.trySet(ino, fh, owner, lock, LOCK_POSIX)) fail("EAGAIN");
+      return;
+    }
+    return this.locks.set(ino, fh, owner, lock, LOCK_POSIX, true, ctx.signal);
+  }
+
+  flock(ctx: RequestContext, ino: number, fh: number, owner: bigint, type: number, wait: boolean): void | Promise<void> {
+    const lock = { start: 0, end: Infinity, type, pid: ctx.pid };
+    if (!wait) {
+      if (!this.locks.trySet(ino, fh, owner, lock, LOCK_FLOCK)) fail("EAGAIN");
+      return;
+    }
+    return this.locks.set(ino, fh, owner, lock, LOCK_FLOCK, true, ctx.signal);
   }
 
   fsync(): void {}
