@@ -5,9 +5,11 @@
 //
 // An OPEN/CREATE reply that names `backingFd` gets a slot: the kernel is given fh = TAG + slot
 // instead of the filesystem's fh. Every other request that carries that fh (FLUSH, RELEASE,
-// GETATTR/SETATTR with fh, LSEEK, FALLOCATE, COPY_FILE_RANGE, locks) has it rewritten back to the
-// filesystem's fh in place, in the request header, before dispatch, so filesystems never see
-// the tagged numbers. RELEASE ends the mapping. The filesystem keeps owning the fd: it must keep
+// GETATTR/SETATTR with fh, LSEEK, FALLOCATE, COPY_FILE_RANGE, locks, IOCTL, POLL) has it
+// rewritten back to the filesystem's fh in place, in the request header, before dispatch, so
+// filesystems never see the tagged numbers; for LSEEK, FALLOCATE and COPY_FILE_RANGE the slot's
+// descriptor is noted (fdIn/fdOut) so the dispatcher answers them from it (backed-ops.ts).
+// RELEASE ends the mapping; takeAll() ends every mapping left at teardown. The filesystem keeps owning the fd: it must keep
 // it open until its release handler runs, and closes it there (docs/DATAPLANE.md).
 
 import type { Pointer } from "bun:ffi";
