@@ -41,6 +41,21 @@ async function onTmpfs(script: string): Promise<Record<string, unknown>> {
   }
 }
 
+/** Write 300000 bytes to argv[1] (tmpfs-backed), copy_file_range them to argv[2] (ext4-backed). */
+const CROSS_COPY = `
+import os, sys, json
+data = bytes((i * 7) % 251 for i in range(300000))
+with open(sys.argv[1], "wb") as f: f.write(data)
+fi = os.open(sys.argv[1], os.O_RDONLY); fo = os.open(sys.argv[2], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+total = 0
+while total < len(data):
+    n = os.copy_file_range(fi, fo, len(data) - total, total, total)
+    if n == 0: break
+    total += n
+os.close(fi); os.close(fo)
+print(json.dumps({"copied": total, "same": open(sys.argv[2], "rb").read() == data}))
+`;
+
 const ops = (s: Stats) => (s.ops ?? {}) as Record<string, number>;
 const FILE_KEYS = ["sparse", "alloc", "punch", "zero", "cfr"];
 
@@ -121,7 +136,16 @@ for (const transport of TRANSPORTS) {
             expect((got.zero as Record<string, unknown>).rc).toEqual(["ok", "ok", "ok"]);
             expect((got.zero as Record<string, unknown>).size_extended).toBe(192 * 1024);
           }
+          // No lock handlers: the session does not ask for FUSE_POSIX_LOCKS/FLOCK_LOCKS, the
+          // kernel keeps the locks itself — and answers as tmpfs does; none reach the daemon.
+          if (backing === "tmpfs") {
+            const lref = await onTmpfs(LOCKS);
+            const lgot = await client(LOCKS, d.mnt);
+            expect(lgot).toEqual(lref);
+          }
           const st = await readStats(stats, { until: (x) => Number(x.backedOps) >= 14, timeoutMs: 3000 });
+          expect(ops(st).SETLK ?? 0).toBe(0);
+          expect(ops(st).GETLK ?? 0).toBe(0);
           // FALLOCATE (6 reach the daemon: the VFS refuses a punch-hole without keep-size),
           // LSEEK (≥ 6), COPY_FILE_RANGE (≥ 2) answered from the descriptors.
           expect(Number(st.backedOps)).toBeGreaterThanOrEqual(14);
@@ -167,6 +191,32 @@ for (const transport of TRANSPORTS) {
         expect(await d.stop("SIGTERM")).toBe(0);
       }, 90_000);
     }
+
+    fuseTest("copy_file_range between backed files on two filesystems (tmpfs → ext4): the read/write fallback", async () => {
+      const tmp = scratch();
+      const src = join(tmp, "src");
+      mkdirSync(src);
+      const other = join(TMPFS, `fuse-uring-proto-other-${process.pid}-${transport}`);
+      mkdirSync(other, { recursive: true });
+      const log = join(tmp, "release.log");
+      writeFileSync(log, "");
+      const stats = join(tmp, "stats.json");
+      try {
+        const d = await startDaemon(["--transport", transport, "--stats-file", stats], {
+          command: (mnt, args) => [BUN, CLI, "mount", `${REPO}/test/fixtures/backed-fs.ts`, mnt, ...args],
+          env: { BACKED_SRC: src, BACKED_MODE: "path", BACKED_LOG: log, BACKED_OTHER: other },
+        });
+        const w = await run([PYTHON, "-c", CROSS_COPY, join(d.mnt, "other", "in"), join(d.mnt, "out")], { timeoutMs: 30_000 });
+        expect(w.code, fmt(w)).toBe(0);
+        expect(JSON.parse(w.stdout)).toEqual({ copied: 300000, same: true });
+        expect(readFileSync(join(src, "out")).equals(readFileSync(join(other, "in")))).toBe(true);
+        const st = await readStats(stats, { until: (x) => Number(x.backedCopyFallbacks) > 0, timeoutMs: 3000 });
+        expect(Number(st.backedCopyFallbacks)).toBeGreaterThan(0);
+        expect(await d.stop("SIGTERM")).toBe(0);
+      } finally {
+        rmSync(other, { recursive: true, force: true });
+      }
+    }, 60_000);
 
     fuseTest("a backed file still open when the daemon stops is released (handler's release runs, descriptor closed)", async () => {
       const tmp = scratch();
