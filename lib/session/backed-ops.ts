@@ -58,16 +58,17 @@ const COPY_CHUNK = 1 << 30;
 const BOUNCE = 1 << 20;
 let bounce: Buffer | null = null;
 
-/** Counts (stats `backedOps`): proof that these requests were answered here. */
-export const backedOpCounters = { fallocate: 0, lseek: 0, copyFileRange: 0, copyFallback: 0 };
+/** Per session (stats `backedOps`, `backedCopyFallbacks`): proof that these were answered here. */
+export interface BackedOpCounters {
+  ops: number;
+  copyFallbacks: number;
+}
 
 export function backedFallocate(fd: number, mode: number, offset: number, length: number): void {
-  backedOpCounters.fallocate++;
   check(libc().fallocate(fd, mode, offset, length), "fallocate");
 }
 
 export function backedLseek(fd: number, offset: number, whence: number): number {
-  backedOpCounters.lseek++;
   return check(Number(libc().lseek(fd, offset, whence)), "lseek");
 }
 
@@ -75,8 +76,7 @@ export function backedLseek(fd: number, offset: number, whence: number): number 
  * copy_file_range(2) from fdIn at offIn to fdOut at offOut; when the kernel cannot copy between
  * these files (EXDEV, EINVAL, ENOSYS, EOPNOTSUPP) a pread/pwrite loop does it. Returns bytes copied.
  */
-export function backedCopyFileRange(fdIn: number, offIn: number, fdOut: number, offOut: number, len: number, flags: number): number {
-  backedOpCounters.copyFileRange++;
+export function backedCopyFileRange(fdIn: number, offIn: number, fdOut: number, offOut: number, len: number, flags: number, counters: BackedOpCounters): number {
   const n = Math.min(len, COPY_CHUNK);
   // Fresh (not pooled) arrays: bun:ffi takes the address of their storage for this call only.
   const pin = new BigInt64Array([BigInt(offIn)]);
@@ -87,7 +87,7 @@ export function backedCopyFileRange(fdIn: number, offIn: number, fdOut: number, 
   if (flags !== 0 || (e !== 18 /* EXDEV */ && e !== 22 /* EINVAL */ && e !== 38 /* ENOSYS */ && e !== 95 /* EOPNOTSUPP */)) {
     throw new FuseError(e, `copy_file_range on the backing descriptors: errno ${e}`);
   }
-  backedOpCounters.copyFallback++;
+  counters.copyFallbacks++;
   bounce ??= Buffer.allocUnsafe(BOUNCE);
   let done = 0;
   while (done < n) {

@@ -13,7 +13,7 @@ import {
   FATTR, HDR_OP_IN, Op, FUSE_GETATTR_FH, FUSE_FSYNC_FDATASYNC, opName, F_UNLCK, FUSE_IOCTL, FUSE_IOCTL_MAX_IOV, FUSE_LK_FLOCK,
   FUSE_POLL_SCHEDULE_NOTIFY, FUSE_RELEASE_FLOCK_UNLOCK,
 } from "../protocol/constants.ts";
-import { backedCopyFileRange, backedFallocate, backedLseek } from "./backed-ops.ts";
+import { backedCopyFileRange, backedFallocate, backedLseek, type BackedOpCounters } from "./backed-ops.ts";
 import type { DataPlane } from "./dataplane.ts";
 import { decodeName, encodeName, nameByteLength } from "../protocol/names.ts";
 import type { Replier } from "./reply.ts";
@@ -35,6 +35,8 @@ export class Dispatcher {
   /** Set by the session when the native data plane is on: OPEN/CREATE replies naming a
    *  backingFd get a handle the shim serves READ/WRITE/FSYNC for (lib/session/dataplane.ts). */
   dataPlane: DataPlane | null = null;
+  /** FALLOCATE/LSEEK/COPY_FILE_RANGE answered from backing descriptors (backedOp). */
+  readonly backed: BackedOpCounters = { ops: 0, copyFallbacks: 0 };
 
   /** Set by the session for requests it handles itself (INIT, INTERRUPT, FORGET). */
   constructor(
@@ -384,6 +386,7 @@ export class Dispatcher {
   private backedOp(req: Request): void {
     const h = req.slot.header;
     const dp = this.dataPlane!;
+    this.backed.ops++;
     switch (req.opcode) {
       case Op.FALLOCATE:
         backedFallocate(dp.fdIn, h.getUint32(OP + 24, true), getU64(h, OP + 8), getU64(h, OP + 16));
@@ -391,7 +394,7 @@ export class Dispatcher {
       case Op.LSEEK:
         return this.lseekReply(req, backedLseek(dp.fdIn, getI64(h, OP + 8), h.getUint32(OP + 16, true)));
       default: {
-        const n = backedCopyFileRange(dp.fdIn, getU64(h, OP + 8), dp.fdOut, getU64(h, OP + 32), getU64(h, OP + 40), Number(h.getBigUint64(OP + 48, true)));
+        const n = backedCopyFileRange(dp.fdIn, getU64(h, OP + 8), dp.fdOut, getU64(h, OP + 32), getU64(h, OP + 40), Number(h.getBigUint64(OP + 48, true)), this.backed);
         return req.opcode === Op.COPY_FILE_RANGE ? this.writeReply(req, n) : this.copyRange64Reply(req, n);
       }
     }

@@ -23,7 +23,6 @@ import { WorkerPool, type RingPlan, type WorkerInit, type WorkerModule } from ".
 import { ForwardedSource } from "./forwarded.ts";
 import { Dispatcher, handlerNameOf } from "./dispatch.ts";
 import { SessionNotifications } from "./notify.ts";
-import { backedOpCounters } from "./backed-ops.ts";
 import { Replier, type ReplyObserver } from "./reply.ts";
 import { DEFERRED, FREE, HANDLING, Request, stateNames } from "./request.ts";
 import { Tracer, traceReplies } from "./trace.ts";
@@ -983,8 +982,8 @@ export class Session implements Sink, ReplyObserver {
       nativeErrors: (u?.nativeErrors ?? 0) + (c.nativeErrors ?? 0),
       nativeInflightMax: u?.nativeInflightMax ?? 0,
       nativeHandles: this.dataPlane?.open ?? 0,
-      backedOps: backedOpCounters.fallocate + backedOpCounters.lseek + backedOpCounters.copyFileRange,
-      backedCopyFallbacks: backedOpCounters.copyFallback,
+      backedOps: this.dispatcher.backed.ops,
+      backedCopyFallbacks: this.dispatcher.backed.copyFallbacks,
       notifications: this.notifications.sent,
       notificationErrors: this.notifications.failed,
       retrieved: this.notifications.retrieved,
