@@ -7,7 +7,7 @@ import type { Attr, AttrReply, CreateReply, DirFiller, Entry, FileLock, InodeFS,
 import {
   decodeSetattrIn, direntplusSize, direntSize, encodeAttrOut, encodeDirentHeader, encodeEntryOut,
   encodeOpenOut, encodeStatfsOut, encodeWriteOut, ENTRY_OUT_SIZE, getI64, getU64, OPEN_OUT_SIZE, setU64,
-  decodeIoctlIn, decodeLkIn, decodePollIn, encodeFileLock, encodeIoctlOut, encodePollOut, IOCTL_IOVEC_SIZE, IOCTL_OUT_SIZE, LK_OUT_SIZE,
+  decodeIoctlIn, decodeLkIn, decodePollIn, encodeFileLock, encodeIoctlOut, encodePollOut, IOCTL_IOVEC_SIZE, IOCTL_OUT_SIZE,
 } from "../protocol/codec.ts";
 import {
   FATTR, HDR_OP_IN, Op, FUSE_GETATTR_FH, FUSE_FSYNC_FDATASYNC, opName, F_UNLCK, FUSE_IOCTL, FUSE_IOCTL_MAX_IOV, FUSE_LK_FLOCK,
