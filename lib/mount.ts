@@ -10,6 +10,7 @@ import { attach, detach, detachAsync, fuseDeviceAt, isMounted, MountError, type 
 import { Notify } from "./protocol/constants.ts";
 import { nameToBytes } from "./protocol/names.ts";
 import type { FdCacheStats } from "./fs/passthrough/nodes.ts";
+import type { Notifications } from "./fs/types.ts";
 import { defaultSessionOptions, Session, type SessionOptions, type SessionStats } from "./session/session.ts";
 
 export interface MountOptions extends Partial<SessionOptions> {
@@ -165,6 +166,15 @@ export class Mount implements AsyncDisposable {
     dv.setUint32(8, nameBytes.length, true);
     body.set(nameBytes, 16);
     return this.session.notify(Notify.INVAL_ENTRY, body);
+  }
+
+  /**
+   * Every FUSE notification by node id: poll wakeups, invalInode/invalEntry (with expireOnly),
+   * delete, store and retrieve (lib/fs/types.ts Notifications; the same object as
+   * InitInfo.notify).
+   */
+  get notify(): Notifications {
+    return this.session.notifications;
   }
 
   /** Path-based filesystems (tree, paths): drop what the kernel cached for `path`. */

@@ -8,8 +8,17 @@ import {
   decodeEntInOut, decodeInitIn, decodeSetattrIn, direntplusSize, encodeUringCmdReq, FOPEN_IO_URING_ZERO_COPY, FUSE_IO_URING_CMD_ADD_BUFPOOL,
   FUSE_IO_URING_CMD_ADD_QUEUE, FUSE_URING_ENT_ZERO_COPY, FUSE_URING_ZERO_COPY, direntSize, encodeAttr, encodeAttrOut, encodeDirentHeader,
   encodeEntryOut, encodeInitOut, encodeOpenOut, encodeOutHeader, encodeStatfsOut, encodeWriteOut, getI64, getU64, setU64,
+  decodeFileLock, decodeIoctlIn, decodeLkIn, decodeNotifyRetrieveIn, decodePollIn, encodeFileLock, encodeIoctlOut, encodeLseekOut,
+  encodeNotifyDelete, encodeNotifyInvalEntry, encodeNotifyPoll, encodeNotifyRetrieve, encodeNotifyStore, encodePollOut, IOCTL_IN_SIZE,
+  IOCTL_IOVEC_SIZE, IOCTL_OUT_SIZE, LK_IN_SIZE, LK_OUT_SIZE, NOTIFY_RETRIEVE_IN_SIZE, POLL_IN_SIZE, POLL_OUT_SIZE,
 } from "../lib/protocol/codec.ts";
-import { initBit, initFlagNames, Op, opHeaderSizes } from "../lib/protocol/constants.ts";
+import {
+  initBit, initFlagNames, Op, opHeaderSizes, F_RDLCK, F_UNLCK, F_WRLCK, FUSE_EXPIRE_ONLY, FUSE_IOCTL, FUSE_IOCTL_MAX_IOV, FUSE_LK_FLOCK,
+  FUSE_POLL_SCHEDULE_NOTIFY, FUSE_RELEASE_FLOCK_UNLOCK, FUSE_RELEASE_FLUSH, LOCK_END_MAX,
+} from "../lib/protocol/constants.ts";
+
+/** A native data plane handle (2^47 + slot): fh values above 2^32 must survive decoding. */
+const NATIVE = 2 ** 47 + 3;
 
 /** Little-endian bytes of an unsigned integer of `n` bytes. */
 function le(v: number | bigint, n: number): number[] {
@@ -273,5 +282,113 @@ describe("FUSE 7.46 buffer-pool encodings (not in 6.18: encoding only)", () => {
   test("fuse_uring_ent_in_out: the 6.18 padding u32 @20 is the 7.46 pool offset", () => {
     const bytes = new Uint8Array([...u64(FUSE_URING_ENT_ZERO_COPY), ...u64(0x1234), ...u32(4096), ...u32(3 << 20), ...u64(0)]);
     expect(decodeEntInOut(new DataView(bytes.buffer), 0)).toEqual({ flags: 1, commitId: 0x1234, payloadSz: 4096, offset: 3 << 20 });
+  });
+});
+
+describe("issue 24: locks, ioctl, poll, notifications", () => {
+  const LK_FLOCK = 1;
+  test("fuse_lk_in (48 B) → fh, owner (u64, exact), fuse_file_lock {start, end, type, pid}, lk_flags", () => {
+    const bytes = new Uint8Array([
+      ...u64(NATIVE), //             fh @0
+      ...u64(0xfedcba9876543210n), // owner @8
+      ...u64(100), //                lk.start @16
+      ...u64(199), //                lk.end @24 (inclusive)
+      ...u32(1), //                  lk.type F_WRLCK @32
+      ...u32(4242), //               lk.pid @36
+      ...u32(LK_FLOCK), //           lk_flags @40
+      ...u32(0), //                  padding @44
+    ]);
+    expect(bytes.length).toBe(LK_IN_SIZE);
+    expect(decodeLkIn(new DataView(bytes.buffer), 0)).toEqual({
+      fh: NATIVE, owner: 0xfedcba9876543210n, lock: { start: 100, end: 199, type: F_WRLCK, pid: 4242 }, lkFlags: FUSE_LK_FLOCK,
+    });
+  });
+
+  test("fuse_file_lock end OFFSET_MAX (to EOF) decodes as Infinity and encodes back exactly", () => {
+    const bytes = new Uint8Array([...u64(0), ...u64(0x7fffffffffffffffn), ...u32(0), ...u32(7)]);
+    const l = decodeFileLock(new DataView(bytes.buffer), 0);
+    expect(l).toEqual({ start: 0, end: Infinity, type: F_RDLCK, pid: 7 });
+    const { bytes: out, dv } = buf(LK_OUT_SIZE);
+    expect(encodeFileLock(dv, 0, l)).toBe(24);
+    expect([...out]).toEqual([...bytes]);
+  });
+
+  test("fuse_lk_out (24 B): the conflicting lock", () => {
+    const { bytes, dv } = buf(24);
+    encodeFileLock(dv, 0, { start: 4096, end: 8191, type: F_UNLCK, pid: 0 });
+    expect([...bytes]).toEqual([...u64(4096), ...u64(8191), ...u32(2), ...u32(0)]);
+  });
+
+  test("fuse_ioctl_in (32 B) → fh, flags, cmd, arg (u64 exact), in_size, out_size", () => {
+    const bytes = new Uint8Array([
+      ...u64(9), //                    fh @0
+      ...u32(FUSE_IOCTL.DIR | FUSE_IOCTL["32BIT"]), // flags @8
+      ...u32(0x80046d01), //           cmd @12 (_IOR('m', 1, u32))
+      ...u64(0x7ffd12345678n), //      arg @16
+      ...u32(64), //                   in_size @24
+      ...u32(4), //                    out_size @28
+    ]);
+    expect(bytes.length).toBe(IOCTL_IN_SIZE);
+    expect(decodeIoctlIn(new DataView(bytes.buffer), 0)).toEqual({ fh: 9, flags: 0x18, cmd: 0x80046d01, arg: 0x7ffd12345678n, inSize: 64, outSize: 4 });
+  });
+
+  test("fuse_ioctl_out (16 B): result (i32), flags, in_iovs, out_iovs; a retry appends the iovecs (16 B each)", () => {
+    let { bytes, dv } = buf(16);
+    expect(encodeIoctlOut(dv, 0, -25, 0)).toBe(IOCTL_OUT_SIZE);
+    expect([...bytes]).toEqual([...i32(-25), ...u32(0), ...u32(0), ...u32(0)]);
+    ({ bytes, dv } = buf(16 + 3 * IOCTL_IOVEC_SIZE));
+    const n = encodeIoctlOut(dv, 0, 0, FUSE_IOCTL.RETRY, [{ base: 0x1000n, len: 8 }], [{ base: 0x2000n, len: 16 }, { base: 0x3000n, len: 4 }]);
+    expect(n).toBe(16 + 48);
+    expect([...bytes]).toEqual([
+      ...i32(0), ...u32(4), ...u32(1), ...u32(2), // result, flags RETRY, in_iovs, out_iovs
+      ...u64(0x1000), ...u64(8), //                  in iovec: base, len
+      ...u64(0x2000), ...u64(16), ...u64(0x3000), ...u64(4), // out iovecs
+    ]);
+  });
+
+  test("fuse_poll_in (24 B) and fuse_poll_out (8 B); fuse_notify_poll_wakeup_out (8 B)", () => {
+    const bytes = new Uint8Array([...u64(5), ...u64(0xabcdef0123456789n), ...u32(FUSE_POLL_SCHEDULE_NOTIFY), ...u32(0x41)]);
+    expect(bytes.length).toBe(POLL_IN_SIZE);
+    expect(decodePollIn(new DataView(bytes.buffer), 0)).toEqual({ fh: 5, kh: 0xabcdef0123456789n, flags: 1, events: 0x41 });
+    const { bytes: out, dv } = buf(8);
+    expect(encodePollOut(dv, 0, 0x45)).toBe(POLL_OUT_SIZE);
+    expect([...out]).toEqual([...u32(0x45), ...u32(0)]);
+    expect([...encodeNotifyPoll(0xabcdef0123456789n)]).toEqual(u64(0xabcdef0123456789n));
+  });
+
+  test("fuse_notify_inval_entry_out (16 B) + name + NUL, with FUSE_EXPIRE_ONLY", () => {
+    expect([...encodeNotifyInvalEntry(7, Buffer.from("ab"), FUSE_EXPIRE_ONLY)]).toEqual([
+      ...u64(7), ...u32(2), ...u32(1), 0x61, 0x62, 0, // parent, namelen, flags, "ab\0"
+    ]);
+  });
+
+  test("fuse_notify_delete_out (24 B) + name + NUL", () => {
+    expect([...encodeNotifyDelete(1, 0x123456789, Buffer.from([0xff, 0x41]))]).toEqual([
+      ...u64(1), ...u64(0x123456789), ...u32(2), ...u32(0), 0xff, 0x41, 0, // parent, child, namelen, padding, name
+    ]);
+  });
+
+  test("fuse_notify_store_out (24 B) + data", () => {
+    expect([...encodeNotifyStore(3, 2 ** 40, Buffer.from("xyz"))]).toEqual([...u64(3), ...u64(2 ** 40), ...u32(3), ...u32(0), 0x78, 0x79, 0x7a]);
+  });
+
+  test("fuse_notify_retrieve_out (32 B) and fuse_notify_retrieve_in (40 B, the NOTIFY_REPLY's header)", () => {
+    expect([...encodeNotifyRetrieve(2 ** 52 + 1, 4, 8192, 65536)]).toEqual([...u64(2 ** 52 + 1), ...u64(4), ...u64(8192), ...u32(65536), ...u32(0)]);
+    const inBytes = new Uint8Array([...u64(0), ...u64(8192), ...u32(4096), ...u32(0), ...u64(0), ...u64(0)]);
+    expect(inBytes.length).toBe(NOTIFY_RETRIEVE_IN_SIZE);
+    expect(decodeNotifyRetrieveIn(new DataView(inBytes.buffer), 0)).toEqual({ offset: 8192, size: 4096 });
+  });
+
+  test("fuse_lseek_out (8 B)", () => {
+    const { bytes, dv } = buf(8);
+    expect(encodeLseekOut(dv, 0, 2 ** 33 + 5)).toBe(8);
+    expect([...bytes]).toEqual(u64(2 ** 33 + 5));
+  });
+
+  test("constants: FUSE_LK_FLOCK, release flags, ioctl flags, POLL_SCHEDULE_NOTIFY, EXPIRE_ONLY, lock types", () => {
+    expect([FUSE_LK_FLOCK, FUSE_RELEASE_FLUSH, FUSE_RELEASE_FLOCK_UNLOCK, FUSE_POLL_SCHEDULE_NOTIFY, FUSE_EXPIRE_ONLY]).toEqual([1, 1, 2, 1, 1]);
+    expect(FUSE_IOCTL).toEqual({ COMPAT: 1, UNRESTRICTED: 2, RETRY: 4, "32BIT": 8, DIR: 16, COMPAT_X32: 32 });
+    expect([F_RDLCK, F_WRLCK, F_UNLCK, FUSE_IOCTL_MAX_IOV]).toEqual([0, 1, 2, 256]);
+    expect(LOCK_END_MAX).toBe(2n ** 63n - 1n);
   });
 });

@@ -106,6 +106,8 @@ const O_NOCTTY = C.O_NOCTTY;
 const O_APPEND = C.O_APPEND;
 const O_NOFOLLOW = C.O_NOFOLLOW;
 const O_DIRECTORY = C.O_DIRECTORY;
+/** O_TMPFILE = __O_TMPFILE | O_DIRECTORY (__O_TMPFILE is 0o20000000 on x86_64 and aarch64). */
+const O_TMPFILE_BIT = 0o20000000;
 const O_DIRECT = C.O_DIRECT ?? 0;
 const O_CLOEXEC = 0o2000000;
 
@@ -911,6 +913,31 @@ export class PassthroughFS implements InodeFS {
         node = this.table.get(entry.ino)!;
       }
       return { entry, open: this.openReply(node, fd) };
+    } catch (e) {
+      if (fd >= 0) closeQuiet(fd);
+      throw e;
+    } finally {
+      this.fds.unpin(dir);
+    }
+  }
+
+  /**
+   * O_TMPFILE: an unnamed file in the backing directory, open; the node has no name until a
+   * LINK (linkat through /proc/self/fd, which O_TMPFILE files without O_EXCL allow) gives it one.
+   */
+  tmpfile(ctx: RequestContext, parent: number, mode: number, _umask: number, flags: number): CreateReply {
+    const dir = this.node(parent);
+    const base = this.backingFlags(flags) & ~(O_TMPFILE_BIT | O_DIRECTORY);
+    const dfd = this.fds.pin(dir);
+    let fd = -1;
+    try {
+      const p = libc.setName(0, ".");
+      fd = check(this.fds.openat("tmpfile", dfd, p, base | O_TMPFILE_BIT | O_DIRECTORY, mode & 0o7777));
+      this.applyOwner(ctx, dir, "", fd);
+      const pfd = check(this.fds.reopenFd("tmpfile", fd, O_PATH | O_CLOEXEC));
+      check(stat.statFd(fd)); // adopt reads the last statx
+      const entry = this.adopt(pfd, null, "");
+      return { entry, open: this.openReply(this.table.get(entry.ino)!, fd) };
     } catch (e) {
       if (fd >= 0) closeQuiet(fd);
       throw e;

@@ -141,7 +141,73 @@ export interface InitInfo {
   backingOpen(fd: number): number;
   /** Drop the kernel's reference to a backing id (open files keep working). */
   backingClose(id: number): void;
+  /**
+   * Notifications to the kernel (set by the session): poll wakeups, pushing data into or
+   * fetching it from the kernel's page cache, deleting and expiring names. See Notifications.
+   */
+  notify?: Notifications;
 }
+
+/**
+ * Messages the filesystem may send the kernel at any time (FUSE_NOTIFY_*). They are written to
+ * /dev/fuse off the JS thread and resolve to 0 or -errno (-ENOENT: the kernel had nothing
+ * cached for it). The deadlock to avoid: a notification about a directory or inode waits for
+ * kernel locks that a request on it holds while it waits for our answer. So do not await
+ * invalInode/invalEntry/delete/store inside a handler of a request on the same inode or
+ * directory; send them after answering (e.g. from a timer), or without awaiting.
+ */
+export interface Notifications {
+  /** FUSE_NOTIFY_POLL: wake whoever polls the file that handed out `kh` (InodeFS.poll). */
+  poll(kh: bigint): Promise<number>;
+  /** FUSE_NOTIFY_INVAL_INODE: drop cached data [off, off+len) (len 0: to the end; off < 0: attributes only). */
+  invalInode(ino: number, off?: number, len?: number): Promise<number>;
+  /**
+   * FUSE_NOTIFY_INVAL_ENTRY: drop the cached name; with `expireOnly` (needs HAS_EXPIRE_ONLY,
+   * Linux 6.2+) the name only expires (revalidated on next use, kept by those who hold it).
+   */
+  invalEntry(parent: number, name: string, expireOnly?: boolean): Promise<number>;
+  /**
+   * FUSE_NOTIFY_DELETE: `name` in `parent` (node `child`) was deleted: the kernel drops the
+   * dentry and, if `child` is a directory it holds, marks it dead (rm -rf behind the kernel's back).
+   */
+  delete(parent: number, child: number, name: string): Promise<number>;
+  /** FUSE_NOTIFY_STORE: put `data` into the page cache of `ino` at `offset` (extends the cached size). */
+  store(ino: number, offset: number, data: Uint8Array): Promise<number>;
+  /**
+   * FUSE_NOTIFY_RETRIEVE: the bytes of `ino` the kernel has cached in [offset, offset+size)
+   * (stops at the first page not in the cache; empty if none). Rejects with a FuseError when
+   * the kernel refuses (ENOENT: inode not cached).
+   */
+  retrieve(ino: number, offset: number, size: number): Promise<Uint8Array>;
+}
+
+/** A byte-range lock (struct fuse_file_lock). `end` is inclusive; Infinity = to the end of the file. */
+export interface FileLock {
+  start: number;
+  end: number;
+  /** F_RDLCK (0), F_WRLCK (1), F_UNLCK (2). */
+  type: number;
+  /** The process that holds (or asks for) it, as the kernel reported it. */
+  pid: number;
+}
+
+/** Where an unrestricted ioctl's data is in the caller's memory (fuse_ioctl_iovec). */
+export interface IoctlIovec {
+  base: bigint;
+  len: number;
+}
+
+/**
+ * The answer to an ioctl:
+ * - a number: the ioctl's return value, no data;
+ * - `{ result?, data? }`: return value (default 0) and the bytes copied back to the caller's
+ *   argument (at most `outSize`; _IOC_READ commands);
+ * - `{ retry: { in, out } }`: unrestricted ioctls only (CUSE; flag FUSE_IOCTL_UNRESTRICTED):
+ *   ask the kernel to call again with these caller memory ranges fetched (`in`) and to be
+ *   written (`out`). Regular FUSE mounts send restricted ioctls, whose sizes come from the
+ *   command number (_IOC_SIZE), and answer a retry with EIO.
+ */
+export type IoctlReply = number | { result?: number; data?: Uint8Array } | { retry: { in: IoctlIovec[]; out: IoctlIovec[] } };
 
 export interface CreateReply {
   entry: Entry;
@@ -249,6 +315,49 @@ export interface InodeFS {
   /** whence: SEEK_DATA (3) or SEEK_HOLE (4) (the kernel handles SET/CUR/END itself). */
   lseek?(ctx: RequestContext, ino: number, fh: number, offset: number, whence: number): number | Promise<number>;
   copyFileRange?(ctx: RequestContext, inoIn: number, fhIn: number, offIn: number, inoOut: number, fhOut: number, offOut: number, len: number, flags: number): number | Promise<number>;
+
+  // ---- issue 24: tmpfile, locks, ioctl, poll (all optional) --------------------------------
+  /**
+   * O_TMPFILE: create an unnamed regular file in `parent` (nlink 0) and open it. One lookup
+   * reference, like create. A later LINK of this node (linkat) must succeed although its nlink
+   * is 0. Without it open(O_TMPFILE) fails with EOPNOTSUPP.
+   */
+  tmpfile?(ctx: RequestContext, parent: number, mode: number, umask: number, flags: number): CreateReply | Promise<CreateReply>;
+  /**
+   * POSIX and OFD byte-range locks (fcntl). Having getlk and setlk makes the session ask for
+   * FUSE_POSIX_LOCKS; without them the kernel keeps such locks itself (local to this machine).
+   * `owner` identifies the holder (POSIX: the process; OFD: the open file): locks of one
+   * owner never conflict. POSIX locks of an owner end when it closes any descriptor of the
+   * file: `flush` gets that owner as `lockOwner`; OFD locks end with `release` of their fh.
+   * getlk: the first conflicting lock, or `lock` with type F_UNLCK when there is none.
+   */
+  getlk?(ctx: RequestContext, ino: number, fh: number, owner: bigint, lock: FileLock): FileLock | Promise<FileLock>;
+  /**
+   * Set or remove (type F_UNLCK) a lock. `wait` (SETLKW): wait until it can be had — without
+   * blocking the thread, and throwing EINTR when `ctx.signal` aborts; otherwise throw EAGAIN
+   * on a conflict.
+   */
+  setlk?(ctx: RequestContext, ino: number, fh: number, owner: bigint, lock: FileLock, wait: boolean): void | Promise<void>;
+  /**
+   * flock(2) locks: `type` F_RDLCK (LOCK_SH), F_WRLCK (LOCK_EX) or F_UNLCK; `owner` is the open
+   * file. Having it makes the session ask for FUSE_FLOCK_LOCKS. On the last close the session
+   * calls it with F_UNLCK (RELEASE with FUSE_RELEASE_FLOCK_UNLOCK) before `release`.
+   */
+  flock?(ctx: RequestContext, ino: number, fh: number, owner: bigint, type: number, wait: boolean): void | Promise<void>;
+  /**
+   * ioctl(2) on an open file (and, as the session asks for FUSE_HAS_IOCTL_DIR, a directory).
+   * `data` holds the `_IOC_SIZE(cmd)` bytes the caller passed for _IOC_WRITE commands (a view,
+   * valid until the handler settles); `outSize` is how many bytes may be answered (_IOC_READ).
+   * `arg` is the caller's raw argument; `flags` FUSE_IOCTL_* (COMPAT, 32BIT, DIR, UNRESTRICTED).
+   */
+  ioctl?(ctx: RequestContext, ino: number, fh: number, cmd: number, arg: bigint, data: Uint8Array, outSize: number, flags: number): IoctlReply | Promise<IoctlReply>;
+  /**
+   * poll(2)/select/epoll on an open file: return the ready events (POLLIN 1, POLLOUT 4, …) of
+   * those asked for in `events`. `kh` is set when the kernel wants to be told later: call
+   * `info.notify.poll(kh)` (InitInfo) once readiness changes; the kernel then polls again.
+   * Without this handler files are always ready (POLLIN | POLLOUT | POLLRDNORM | POLLWRNORM).
+   */
+  poll?(ctx: RequestContext, ino: number, fh: number, kh: bigint | null, events: number): number | Promise<number>;
 }
 
 // Mode bits (S_IF*) used everywhere.

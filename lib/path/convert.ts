@@ -24,6 +24,7 @@ const HANDLER_NAMES = new Set([
   "create", "mknod", "mkdir", "unlink", "rmdir", "rename", "link", "symlink", "readlink", "truncate", "chmod", "chown",
   "utimens", "statfs", "access", "getxattr", "setxattr", "listxattr", "removexattr",
   "lookup", "forget", "setattr", "opendir", "releasedir", "fsyncdir", "fallocate", "lseek", "copyFileRange",
+  "ioctl", "poll", "tmpfile", "getlk", "setlk", "flock",
 ]);
 
 /** A TypeError about one key of the filesystem object (the script loader points at its line). */

@@ -12,11 +12,12 @@
 
 import { Errno, errnoOf, FuseError } from "../fs/errors.ts";
 import type {
-  Attr, AttrReply, CreateReply, DirFiller, Entry, InitInfo, InodeFS, OpenReply, RequestContext, SetattrChanges, Statfs,
+  Attr, AttrReply, CreateReply, DirFiller, Entry, InitInfo, InodeFS, IoctlReply, OpenReply, RequestContext, SetattrChanges, Statfs,
 } from "../fs/types.ts";
 import { S_IFDIR, S_IFLNK, S_IFMT, S_IFREG } from "../fs/types.ts";
 import { nowTimespec } from "../fs/attr.ts";
 import { decodeName } from "../protocol/names.ts";
+import { readSync, writeSync } from "node:fs";
 import { checkName, contentBytes, contentLength, describe, hasSize, toAttr, toTimespec, typeOf, type StatDefaults } from "./stat.ts";
 import { applySize, BackingFile, checkDescriptor, notDirectory, O_ACCMODE, O_RDONLY, O_TRUNC, O_WRONLY, type BackedSize } from "./backing.ts";
 import { isBacked, isOpened, type Backed, type Content, type DirEntryLike, type PathFSOptions, type PathHandlers, type StatLike } from "./types.ts";
@@ -147,6 +148,11 @@ export class PathFS implements InodeFS {
       writable: !!(h.write || h.writeFile || h.truncate),
       dirWritable: !!(h.create || h.writeFile || h.mkdir || h.mknod || h.symlink || h.unlink || h.rename),
     };
+    // Only what the handlers provide reaches the kernel: without an ioctl or poll handler the
+    // kernel learns ENOSYS once and stops asking (poll: files are always ready).
+    const self = this as { ioctl?: unknown; poll?: unknown };
+    if (typeof h.ioctl !== "function") self.ioctl = undefined;
+    if (typeof h.poll !== "function") self.poll = undefined;
     this.snapshotReads = !h.read && typeof h.readFile === "function";
     this.snapshotWrites = !h.write && typeof h.writeFile === "function";
     this.trackBusyNodes();
@@ -411,12 +417,28 @@ export class PathFS implements InodeFS {
   // ---- InodeFS ----------------------------------------------------------------------------------------
 
   init(info: InitInfo): void | Promise<void> {
+    this.info = info;
     this.writebackCache = info.grantedNames.includes("WRITEBACK_CACHE");
     return this.handlers.init?.(info);
   }
 
-  destroy(): void | Promise<void> {
-    return this.handlers.destroy?.();
+  private info: InitInfo | null = null;
+
+  /**
+   * DESTROY, or the session's end: files still open (the kernel sends no RELEASE after an
+   * unmount) are released as if closed — dirty snapshots saved with writeFile, the handler's
+   * release called, backing descriptors the layer owns closed — then the destroy handler.
+   */
+  async destroy(): Promise<void> {
+    for (const [fh, h] of [...this.handles]) {
+      if (h.kind !== "file") continue;
+      try {
+        await this.release(TEARDOWN_CTX, h.node.ino, fh, 0);
+      } catch {
+        // one failing release must not keep the others' descriptors open
+      }
+    }
+    await this.handlers.destroy?.();
   }
 
   async lookup(ctx: RequestContext, parent: number, name: string): Promise<Entry> {
@@ -1028,6 +1050,87 @@ export class PathFS implements InodeFS {
     await this.handlers.removexattr(this.node(ino).path, name, ctx);
   }
 
+  // ---- backed handles without the native data plane; ioctl, poll ------------------------------------
+  // With the native data plane (default) the session answers FALLOCATE, LSEEK and
+  // COPY_FILE_RANGE of backed files from their descriptors before they get here; these serve the
+  // same from the same descriptors with `--data-plane js` (or a full table). Files that are not
+  // backed have no handler for them: EOPNOTSUPP (never ENOSYS, which would make the kernel stop
+  // asking for the backed ones too).
+
+  async fallocate(_ctx: RequestContext, _ino: number, fh: number, offset: number, length: number, mode: number): Promise<void> {
+    const b = this.handles.get(fh);
+    if (b?.kind !== "file" || !b.backing) throw new FuseError("EOPNOTSUPP", "fallocate needs a backed file");
+    const libc = await import("../fs/passthrough/libc.ts");
+    libc.fallocate(b.backing.fd, mode, offset, length);
+  }
+
+  async lseek(ctx: RequestContext, ino: number, fh: number, offset: number, whence: number): Promise<number> {
+    const b = this.handles.get(fh);
+    if (b?.kind === "file" && b.backing) {
+      const libc = await import("../fs/passthrough/libc.ts");
+      return libc.lseek(b.backing.fd, offset, whence);
+    }
+    // No holes in files served by handlers: data up to the size, the hole at the end.
+    const size = (await this.getattr(ctx, ino, fh)).attr.size;
+    if (offset >= size) throw new FuseError("ENXIO");
+    return whence === 3 /* SEEK_DATA */ ? offset : size;
+  }
+
+  async copyFileRange(_ctx: RequestContext, _inoIn: number, fhIn: number, offIn: number, _inoOut: number, fhOut: number, offOut: number, len: number, flags: number): Promise<number> {
+    const a = this.handles.get(fhIn), b = this.handles.get(fhOut);
+    if (a?.kind !== "file" || !a.backing || b?.kind !== "file" || !b.backing) throw new FuseError("EOPNOTSUPP", "copy_file_range between backed files only");
+    const libc = await import("../fs/passthrough/libc.ts");
+    const n = Math.min(len, 1 << 30);
+    try {
+      return libc.copyFileRange(a.backing.fd, offIn, b.backing.fd, offOut, n, flags);
+    } catch (e) {
+      const errno = errnoOf(e);
+      if (flags !== 0 || (errno !== Errno.EXDEV && errno !== Errno.EINVAL && errno !== Errno.ENOSYS && errno !== Errno.EOPNOTSUPP)) throw e;
+    }
+    // Not between these two files (another filesystem, …): read and write.
+    const buf = Buffer.allocUnsafe(Math.min(n, 1 << 20));
+    let done = 0;
+    while (done < n) {
+      const got = readSync(a.backing.fd, buf, 0, Math.min(buf.length, n - done), offIn + done);
+      if (got === 0) break;
+      let w = 0;
+      while (w < got) w += writeSync(b.backing.fd, buf, w, got - w, offOut + done + w);
+      done += got;
+    }
+    return done;
+  }
+
+  /** Present only when the handlers have ioctl (see the constructor). */
+  async ioctl(ctx: RequestContext, ino: number, fh: number, cmd: number, _arg: bigint, data: Uint8Array, outSize: number, _flags: number): Promise<IoctlReply> {
+    const handle = this.handles.get(fh);
+    const path = handle?.path ?? this.node(ino).path;
+    const value = handle?.kind === "file" ? handle.value : undefined;
+    const r = await this.handlers.ioctl!(path, cmd, Buffer.from(data), outSize, value, ctx);
+    if (r === undefined || r === null) return 0;
+    if (typeof r === "number") return r;
+    if (r instanceof Uint8Array) return { result: 0, data: r };
+    if (typeof r === "object" && ("result" in r || "data" in r)) return r;
+    throw new TypeError(`ioctl(${JSON.stringify(path)}) returned ${describe(r)}; expected a number, bytes, or { result, data }`);
+  }
+
+  /** Present only when the handlers have poll (see the constructor). */
+  async poll(ctx: RequestContext, ino: number, fh: number, kh: bigint | null, events: number): Promise<number> {
+    const handle = this.handles.get(fh);
+    const path = handle?.path ?? this.node(ino).path;
+    const value = handle?.kind === "file" ? handle.value : undefined;
+    const notify = this.info?.notify;
+    let woken = false;
+    // Once per poll request: the kernel polls again after a wakeup and hands out a new kh.
+    const wakeup = kh !== null && notify ? () => {
+      if (woken) return;
+      woken = true;
+      void notify.poll(kh);
+    } : null;
+    const r = await this.handlers.poll!(path, events, wakeup, value, ctx);
+    if (typeof r !== "number") throw new TypeError(`poll(${JSON.stringify(path)}) returned ${describe(r)}; expected the ready events (a number, e.g. POLLIN = 1)`);
+    return r;
+  }
+
   // ---- hot reload (lib/reload/) -------------------------------------------------------------------
 
   /**
@@ -1077,6 +1180,13 @@ export class PathFS implements InodeFS {
     });
   }
 }
+
+/** The caller of what the layer does on its own at teardown (releasing files still open). */
+const TEARDOWN_CTX: RequestContext = {
+  uid: 0, gid: 0, pid: 0, unique: 0n, signal: new AbortController().signal,
+  backingRead: () => Promise.reject(new FuseError("EIO", "no request at teardown")),
+  backingWrite: () => Promise.reject(new FuseError("EIO", "no request at teardown")),
+};
 
 /** A stable non-zero d_ino for names the kernel has not looked up (FNV-1a, high bit set). */
 function pseudoIno(path: string): number {

@@ -215,7 +215,25 @@ export interface PathHandlers<H = any> {
   setxattr?(path: string, name: string, value: Buffer, flags: number, ctx: RequestContext): MaybePromise<void>;
   listxattr?(path: string, ctx: RequestContext): MaybePromise<string[]>;
   removexattr?(path: string, name: string, ctx: RequestContext): MaybePromise<void>;
+
+  /**
+   * ioctl(2) on an open file or directory. `data`: the bytes the caller passed (_IOC_WRITE
+   * commands; `_IOC_SIZE(cmd)` of them); `outSize`: how many bytes may go back (_IOC_READ).
+   * Return the ioctl's result (a number; default 0), the bytes to copy back (result 0), or
+   * `{ result, data }`. Throw a FuseError for an errno (ENOTTY: not a command of this file).
+   */
+  ioctl?(path: string, cmd: number, data: Buffer, outSize: number, fh: H | undefined, ctx: RequestContext): MaybePromise<IoctlResult | void>;
+  /**
+   * poll(2)/select/epoll: return the ready events among `events` (POLLIN 1, POLLPRI 2, POLLOUT 4,
+   * POLLERR 8, POLLHUP 16, POLLRDNORM 64, …). `wakeup` is set when the caller will wait: call it
+   * (once, from anywhere, any time later) when the readiness may have changed; the kernel then
+   * polls again. Without this handler files are always ready.
+   */
+  poll?(path: string, events: number, wakeup: (() => void) | null, fh: H | undefined, ctx: RequestContext): MaybePromise<number>;
 }
+
+/** What an ioctl handler returns: a result, the bytes for the caller, or both. */
+export type IoctlResult = number | Uint8Array | { result?: number; data?: Uint8Array };
 
 export interface PathFSOptions {
   /** Seconds the kernel caches names (default: the mount option). */

@@ -301,3 +301,192 @@ export interface EntInOut {
 export function decodeEntInOut(dv: DataView, off: number): EntInOut {
   return { flags: getU64(dv, off), commitId: getU64(dv, off + 8), payloadSz: dv.getUint32(off + 16, true), offset: dv.getUint32(off + 20, true) };
 }
+
+// ---- locks, ioctl, poll, notifications (issue 24) ------------------------------------------
+
+export const LK_IN_SIZE = 48;
+export const LK_OUT_SIZE = 24;
+export const IOCTL_IN_SIZE = 32;
+export const IOCTL_OUT_SIZE = 16;
+export const IOCTL_IOVEC_SIZE = 16;
+export const POLL_IN_SIZE = 24;
+export const POLL_OUT_SIZE = 8;
+export const NOTIFY_POLL_SIZE = 8;
+export const NOTIFY_INVAL_ENTRY_SIZE = 16;
+export const NOTIFY_DELETE_SIZE = 24;
+export const NOTIFY_STORE_SIZE = 24;
+export const NOTIFY_RETRIEVE_SIZE = 32;
+export const NOTIFY_RETRIEVE_IN_SIZE = 40;
+
+/** A byte-range lock as the kernel describes it (struct fuse_file_lock). */
+export interface FileLockWire {
+  start: number;
+  /** Inclusive last byte; Infinity for "to the end of the file" (OFFSET_MAX on the wire). */
+  end: number;
+  /** F_RDLCK (0), F_WRLCK (1), F_UNLCK (2). */
+  type: number;
+  pid: number;
+}
+
+/** Offsets at or above 2^53 (OFFSET_MAX and friends) are "to the end": Infinity. */
+function getLockEnd(dv: DataView, off: number): number {
+  const hi = dv.getUint32(off + 4, LE);
+  if (hi >= 0x200000) return Infinity;
+  return getU64(dv, off);
+}
+
+// struct fuse_file_lock (24 B)
+export function decodeFileLock(dv: DataView, off: number): FileLockWire {
+  return { start: getU64(dv, off), end: getLockEnd(dv, off + 8), type: dv.getUint32(off + 16, LE), pid: dv.getUint32(off + 20, LE) };
+}
+
+export function encodeFileLock(dv: DataView, off: number, l: FileLockWire): number {
+  setU64(dv, off, l.start);
+  if (l.end === Infinity || l.end >= 2 ** 63 - 1) dv.setBigUint64(off + 8, 0x7fffffffffffffffn, LE);
+  else setU64(dv, off + 8, l.end);
+  dv.setUint32(off + 16, l.type >>> 0, LE);
+  dv.setUint32(off + 20, l.pid >>> 0, LE);
+  return LK_OUT_SIZE;
+}
+
+export interface LkIn {
+  fh: number;
+  owner: bigint;
+  lock: FileLockWire;
+  lkFlags: number;
+}
+
+// struct fuse_lk_in (48 B)
+export function decodeLkIn(dv: DataView, off: number): LkIn {
+  return { fh: getU64(dv, off), owner: dv.getBigUint64(off + 8, LE), lock: decodeFileLock(dv, off + 16), lkFlags: dv.getUint32(off + 40, LE) };
+}
+
+export interface IoctlIn {
+  fh: number;
+  flags: number;
+  cmd: number;
+  /** The caller's argument (a pointer or a number): 64 bits, kept exact. */
+  arg: bigint;
+  inSize: number;
+  outSize: number;
+}
+
+// struct fuse_ioctl_in (32 B)
+export function decodeIoctlIn(dv: DataView, off: number): IoctlIn {
+  return {
+    fh: getU64(dv, off), flags: dv.getUint32(off + 8, LE), cmd: dv.getUint32(off + 12, LE), arg: dv.getBigUint64(off + 16, LE),
+    inSize: dv.getUint32(off + 24, LE), outSize: dv.getUint32(off + 28, LE),
+  };
+}
+
+export interface IoctlIovec {
+  base: bigint;
+  len: number;
+}
+
+/**
+ * struct fuse_ioctl_out (16 B) followed, for a retry, by in_iovs then out_iovs fuse_ioctl_iovec
+ * (16 B each: base u64, len u64). Returns the bytes written.
+ */
+export function encodeIoctlOut(dv: DataView, off: number, result: number, flags: number, inIovs: readonly IoctlIovec[] = [], outIovs: readonly IoctlIovec[] = []): number {
+  dv.setInt32(off, result | 0, LE);
+  dv.setUint32(off + 4, flags >>> 0, LE);
+  dv.setUint32(off + 8, inIovs.length, LE);
+  dv.setUint32(off + 12, outIovs.length, LE);
+  let at = off + IOCTL_OUT_SIZE;
+  for (const v of [...inIovs, ...outIovs]) {
+    dv.setBigUint64(at, BigInt.asUintN(64, v.base), LE);
+    setU64(dv, at + 8, v.len);
+    at += IOCTL_IOVEC_SIZE;
+  }
+  return at - off;
+}
+
+export interface PollIn {
+  fh: number;
+  kh: bigint;
+  flags: number;
+  events: number;
+}
+
+// struct fuse_poll_in (24 B)
+export function decodePollIn(dv: DataView, off: number): PollIn {
+  return { fh: getU64(dv, off), kh: dv.getBigUint64(off + 8, LE), flags: dv.getUint32(off + 16, LE), events: dv.getUint32(off + 20, LE) };
+}
+
+// struct fuse_poll_out (8 B)
+export function encodePollOut(dv: DataView, off: number, revents: number): number {
+  dv.setUint32(off, revents >>> 0, LE);
+  dv.setUint32(off + 4, 0, LE);
+  return POLL_OUT_SIZE;
+}
+
+// struct fuse_notify_poll_wakeup_out (8 B)
+export function encodeNotifyPoll(kh: bigint): Uint8Array {
+  const b = new Uint8Array(NOTIFY_POLL_SIZE);
+  new DataView(b.buffer).setBigUint64(0, kh, LE);
+  return b;
+}
+
+/** Name bytes are copied in, NUL-terminated, after the fixed part. */
+function withName(fixed: number, name: Uint8Array): { b: Uint8Array; dv: DataView } {
+  const b = new Uint8Array(fixed + name.length + 1);
+  b.set(name, fixed);
+  return { b, dv: new DataView(b.buffer) };
+}
+
+// struct fuse_notify_inval_entry_out (16 B) + name + NUL
+export function encodeNotifyInvalEntry(parent: number, name: Uint8Array, flags = 0): Uint8Array {
+  const { b, dv } = withName(NOTIFY_INVAL_ENTRY_SIZE, name);
+  setU64(dv, 0, parent);
+  dv.setUint32(8, name.length, LE);
+  dv.setUint32(12, flags >>> 0, LE);
+  return b;
+}
+
+// struct fuse_notify_delete_out (24 B) + name + NUL
+export function encodeNotifyDelete(parent: number, child: number, name: Uint8Array): Uint8Array {
+  const { b, dv } = withName(NOTIFY_DELETE_SIZE, name);
+  setU64(dv, 0, parent);
+  setU64(dv, 8, child);
+  dv.setUint32(16, name.length, LE);
+  return b;
+}
+
+// struct fuse_notify_store_out (24 B) + data
+export function encodeNotifyStore(nodeid: number, offset: number, data: Uint8Array): Uint8Array {
+  const b = new Uint8Array(NOTIFY_STORE_SIZE + data.length);
+  const dv = new DataView(b.buffer);
+  setU64(dv, 0, nodeid);
+  setU64(dv, 8, offset);
+  dv.setUint32(16, data.length, LE);
+  b.set(data, NOTIFY_STORE_SIZE);
+  return b;
+}
+
+// struct fuse_notify_retrieve_out (32 B)
+export function encodeNotifyRetrieve(notifyUnique: number, nodeid: number, offset: number, size: number): Uint8Array {
+  const b = new Uint8Array(NOTIFY_RETRIEVE_SIZE);
+  const dv = new DataView(b.buffer);
+  setU64(dv, 0, notifyUnique);
+  setU64(dv, 8, nodeid);
+  setU64(dv, 16, offset);
+  dv.setUint32(24, size >>> 0, LE);
+  return b;
+}
+
+export interface NotifyRetrieveIn {
+  offset: number;
+  size: number;
+}
+
+// struct fuse_notify_retrieve_in (40 B): what the NOTIFY_REPLY request carries before the data
+export function decodeNotifyRetrieveIn(dv: DataView, off: number): NotifyRetrieveIn {
+  return { offset: getU64(dv, off + 8), size: dv.getUint32(off + 16, LE) };
+}
+
+// struct fuse_lseek_out (8 B) — a plain u64
+export function encodeLseekOut(dv: DataView, off: number, offset: number): number {
+  setU64(dv, off, offset);
+  return 8;
+}

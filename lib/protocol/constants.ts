@@ -134,3 +134,31 @@ export const HDR_OP_IN = 128;
 export const HDR_ENT_FLAGS = 256;
 export const HDR_COMMIT_ID = 264;
 export const HDR_PAYLOAD_SZ = 272;
+
+// ---- locks, ioctl, poll, notifications (issue 24) ------------------------------------------
+
+/** fuse_lk_in.lk_flags: the lock is a flock(2) lock (whole file, owner = the open file). */
+export const FUSE_LK_FLOCK = 1 << 0;
+/** struct flock l_type values (asm-generic/fcntl.h; the same on x86_64 and aarch64). */
+export const F_RDLCK = 0;
+export const F_WRLCK = 1;
+export const F_UNLCK = 2;
+/** fuse_file_lock.end for "to the end of the file" (OFFSET_MAX). */
+export const LOCK_END_MAX = 0x7fffffffffffffffn;
+
+/** fuse_release_in.release_flags. */
+export const FUSE_RELEASE_FLUSH = 1 << 0;
+export const FUSE_RELEASE_FLOCK_UNLOCK = 1 << 1;
+
+/** fuse_ioctl_in.flags / fuse_ioctl_out.flags. */
+export const FUSE_IOCTL = {
+  COMPAT: 1 << 0, UNRESTRICTED: 1 << 1, RETRY: 1 << 2, "32BIT": 1 << 3, DIR: 1 << 4, COMPAT_X32: 1 << 5,
+} as const;
+/** Most iovecs an unrestricted ioctl retry may name (each way). */
+export const FUSE_IOCTL_MAX_IOV = 256;
+
+/** fuse_poll_in.flags: the kernel wants a FUSE_NOTIFY_POLL for `kh` when readiness changes. */
+export const FUSE_POLL_SCHEDULE_NOTIFY = 1 << 0;
+
+/** fuse_notify_inval_entry_out.flags: only expire the entry (needs HAS_EXPIRE_ONLY). */
+export const FUSE_EXPIRE_ONLY = 1 << 0;

@@ -5,9 +5,11 @@
 //
 // An OPEN/CREATE reply that names `backingFd` gets a slot: the kernel is given fh = TAG + slot
 // instead of the filesystem's fh. Every other request that carries that fh (FLUSH, RELEASE,
-// GETATTR/SETATTR with fh, LSEEK, FALLOCATE, COPY_FILE_RANGE, locks) has it rewritten back to the
-// filesystem's fh in place, in the request header, before dispatch, so filesystems never see
-// the tagged numbers. RELEASE ends the mapping. The filesystem keeps owning the fd: it must keep
+// GETATTR/SETATTR with fh, LSEEK, FALLOCATE, COPY_FILE_RANGE, locks, IOCTL, POLL) has it
+// rewritten back to the filesystem's fh in place, in the request header, before dispatch, so
+// filesystems never see the tagged numbers; for LSEEK, FALLOCATE and COPY_FILE_RANGE the slot's
+// descriptor is noted (fdIn/fdOut) so the dispatcher answers them from it (backed-ops.ts).
+// RELEASE ends the mapping; takeAll() ends every mapping left at teardown. The filesystem keeps owning the fd: it must keep
 // it open until its release handler runs, and closes it there (docs/DATAPLANE.md).
 
 import type { Pointer } from "bun:ffi";
@@ -29,6 +31,16 @@ export interface DataPlaneShare {
   capacity: number;
   userFh: SharedArrayBuffer;
   used: SharedArrayBuffer;
+  /** Per slot: the backing descriptor and the node id it was opened for (Int32 / Float64). */
+  fds: SharedArrayBuffer;
+  inos: SharedArrayBuffer;
+}
+
+/** A handle still mapped (for the session's teardown: the kernel will never release it). */
+export interface MappedHandle {
+  fh: number;
+  ino: number;
+  fd: number;
 }
 
 export class DataPlane {
@@ -38,6 +50,8 @@ export class DataPlane {
   /** The filesystem's fh per slot, and slot in use (0/1): shared by every thread's session. */
   private readonly userFh: Float64Array;
   private readonly used: Int32Array;
+  private readonly fds: Int32Array;
+  private readonly inos: Float64Array;
   private readonly share: DataPlaneShare;
   private cursor = 0;
   /** Handles mapped now (this thread's view: maps − unmaps done here), ever, refused (full). */
@@ -57,11 +71,16 @@ export class DataPlane {
       if (!h) throw new Error(`fuse-uring: cannot create the data plane table (errno ${-err[0]!})`);
       this.handle = h;
       this.capacity = capacity;
-      this.share = { handle: h as number, capacity, userFh: new SharedArrayBuffer(8 * capacity), used: new SharedArrayBuffer(4 * capacity) };
+      this.share = {
+        handle: h as number, capacity, userFh: new SharedArrayBuffer(8 * capacity), used: new SharedArrayBuffer(4 * capacity),
+        fds: new SharedArrayBuffer(4 * capacity), inos: new SharedArrayBuffer(8 * capacity),
+      };
       this.owner = true;
     }
     this.userFh = new Float64Array(this.share.userFh);
     this.used = new Int32Array(this.share.used);
+    this.fds = new Int32Array(this.share.fds);
+    this.inos = new Float64Array(this.share.inos);
   }
 
   /** For a worker thread's session: the same table. */
@@ -72,9 +91,10 @@ export class DataPlane {
   /**
    * The fh to give the kernel for a handle served from `fd`; the fs's own fh when full.
    * `direct`: serve it with O_DIRECT (shim/dataplane.zig set: a buffered `fd` is reopened with
-   * O_DIRECT and kept as the fallback for requests refused for alignment).
+   * O_DIRECT and kept as the fallback for requests refused for alignment). `ino`: the node
+   * (FALLOCATE/LSEEK/COPY_FILE_RANGE of backed handles, release at the session's end).
    */
-  map(fh: number, fd: number, direct = false): number {
+  map(fh: number, fd: number, direct = false, ino = 0): number {
     if (!(fd >= 0)) return fh;
     const cap = this.capacity;
     for (let i = 0; i < cap; i++) {
@@ -82,6 +102,8 @@ export class DataPlane {
       if (this.used[slot] === 0 && Atomics.compareExchange(this.used, slot, 0, 1) === 0) {
         this.cursor = slot + 1;
         this.userFh[slot] = fh;
+        this.fds[slot] = fd;
+        this.inos[slot] = ino;
         native().fu_dataplane_set(this.handle, slot, fd, direct ? DP_MODE_DIRECT : 0);
         this.open++;
         this.mapped++;
@@ -92,24 +114,36 @@ export class DataPlane {
     return fh;
   }
 
-  private unmapValue(v: DataView, off: number, release: boolean): void {
+  /**
+   * FALLOCATE, LSEEK, COPY_FILE_RANGE: the backing descriptors of the request just unmapped
+   * (in, and out for COPY_FILE_RANGE), or -1 when that handle is not served natively. Valid
+   * until the next unmapRequest (the dispatcher reads them synchronously after it).
+   */
+  fdIn = -1;
+  fdOut = -1;
+
+  private unmapValue(v: DataView, off: number, release: boolean): number {
     const fh = getU64(v, off);
-    if (fh < NATIVE_FH_TAG || fh >= NATIVE_FH_TAG + this.capacity) return;
+    if (fh < NATIVE_FH_TAG || fh >= NATIVE_FH_TAG + this.capacity) return -1;
     const slot = fh - NATIVE_FH_TAG;
+    const fd = this.fds[slot]!;
     setU64(v, off, this.userFh[slot]!);
     if (release) {
       native().fu_dataplane_set(this.handle, slot, -1, 0);
       Atomics.store(this.used, slot, 0);
       this.open--;
     }
+    return fd;
   }
 
   /** Rewrite native handles in a request header (op_in) back to the filesystem's fh. */
   unmapRequest(opcode: number, h: DataView): void {
     const OP = HDR_OP_IN;
+    this.fdIn = this.fdOut = -1;
     switch (opcode) {
       case Op.RELEASE:
-        return this.unmapValue(h, OP, true);
+        this.unmapValue(h, OP, true);
+        return;
       case Op.READ:
       case Op.WRITE:
       case Op.FSYNC:
@@ -117,15 +151,19 @@ export class DataPlane {
       case Op.GETLK:
       case Op.SETLK:
       case Op.SETLKW:
-      case Op.FALLOCATE:
-      case Op.LSEEK:
       case Op.IOCTL:
       case Op.POLL:
-        return this.unmapValue(h, OP, false);
+        this.unmapValue(h, OP, false);
+        return;
+      case Op.FALLOCATE:
+      case Op.LSEEK:
+        this.fdIn = this.unmapValue(h, OP, false);
+        return;
       case Op.COPY_FILE_RANGE:
       case Op.COPY_FILE_RANGE_64:
-        this.unmapValue(h, OP, false);
-        return this.unmapValue(h, OP + 24, false);
+        this.fdIn = this.unmapValue(h, OP, false);
+        this.fdOut = this.unmapValue(h, OP + 24, false);
+        return;
       case Op.GETATTR:
         if (h.getUint32(OP, true) & FUSE_GETATTR_FH) this.unmapValue(h, OP + 8, false);
         return;
@@ -133,6 +171,23 @@ export class DataPlane {
         if (h.getUint32(OP, true) & FATTR.FH) this.unmapValue(h, OP + 8, false);
         return;
     }
+  }
+
+  /**
+   * Unmap every handle still mapped and return them: at unmount (or DESTROY) the kernel will
+   * never send their RELEASE, so the session releases them itself (the filesystem closes the
+   * descriptors it owns in its release handler, as always).
+   */
+  takeAll(): MappedHandle[] {
+    const out: MappedHandle[] = [];
+    for (let slot = 0; slot < this.capacity; slot++) {
+      if (this.used[slot] !== 1 || Atomics.compareExchange(this.used, slot, 1, 2) !== 1) continue;
+      native().fu_dataplane_set(this.handle, slot, -1, 0);
+      out.push({ fh: this.userFh[slot]!, ino: this.inos[slot]!, fd: this.fds[slot]! });
+      Atomics.store(this.used, slot, 0);
+      this.open--;
+    }
+    return out;
   }
 
   destroy(): void {

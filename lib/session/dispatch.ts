@@ -3,12 +3,17 @@
 // Handlers may answer synchronously (no allocation here) or with a Promise.
 
 import { Errno, FuseError } from "../fs/errors.ts";
-import type { Attr, AttrReply, CreateReply, DirFiller, Entry, InodeFS, OpenReply, SetattrChanges, Statfs } from "../fs/types.ts";
+import type { Attr, AttrReply, CreateReply, DirFiller, Entry, FileLock, InodeFS, IoctlReply, OpenReply, SetattrChanges, Statfs } from "../fs/types.ts";
 import {
   decodeSetattrIn, direntplusSize, direntSize, encodeAttrOut, encodeDirentHeader, encodeEntryOut,
   encodeOpenOut, encodeStatfsOut, encodeWriteOut, ENTRY_OUT_SIZE, getI64, getU64, OPEN_OUT_SIZE, setU64,
+  decodeIoctlIn, decodeLkIn, decodePollIn, encodeFileLock, encodeIoctlOut, encodePollOut, IOCTL_IOVEC_SIZE, IOCTL_OUT_SIZE,
 } from "../protocol/codec.ts";
-import { FATTR, HDR_OP_IN, Op, FUSE_GETATTR_FH, FUSE_FSYNC_FDATASYNC, opName } from "../protocol/constants.ts";
+import {
+  FATTR, HDR_OP_IN, Op, FUSE_GETATTR_FH, FUSE_FSYNC_FDATASYNC, opName, F_UNLCK, FUSE_IOCTL, FUSE_IOCTL_MAX_IOV, FUSE_LK_FLOCK,
+  FUSE_POLL_SCHEDULE_NOTIFY, FUSE_RELEASE_FLOCK_UNLOCK,
+} from "../protocol/constants.ts";
+import { backedCopyFileRange, backedFallocate, backedLseek, type BackedOpCounters } from "./backed-ops.ts";
 import { constants as FS } from "node:fs";
 import type { DataPlane } from "./dataplane.ts";
 import { decodeName, encodeName, nameByteLength } from "../protocol/names.ts";
@@ -35,6 +40,8 @@ export class Dispatcher {
   /** Set by the session when the native data plane is on: OPEN/CREATE replies naming a
    *  backingFd get a handle the shim serves READ/WRITE/FSYNC for (lib/session/dataplane.ts). */
   dataPlane: DataPlane | null = null;
+  /** FALLOCATE/LSEEK/COPY_FILE_RANGE answered from backing descriptors (backedOp). */
+  readonly backed: BackedOpCounters = { ops: 0, copyFallbacks: 0 };
 
   /** Set by the session for requests it handles itself (INIT, INTERRUPT, FORGET). */
   constructor(
@@ -203,6 +210,7 @@ export class Dispatcher {
       case Op.RELEASEDIR: {
         const fh = getU64(h, OP), flags = h.getUint32(OP + 8, true);
         if (req.opcode === Op.RELEASE) {
+          if (fs.flock && h.getUint32(OP + 12, true) & FUSE_RELEASE_FLOCK_UNLOCK) return this.releaseFlock(req, fh, flags);
           if (!fs.release) return this.emptyReply(req);
           return this.then(req, fs.release(req, nodeid, fh, flags), this.emptyReply);
         }
@@ -262,17 +270,20 @@ export class Dispatcher {
         return this.then(req, fs.create(req, nodeid, this.name(req, 0), mode, umask, flags), this.createReply);
       }
       case Op.FALLOCATE: {
+        if (this.dataPlane && this.dataPlane.fdIn >= 0) return this.backedOp(req);
         if (!fs.fallocate) return this.missing(req);
         const fh = getU64(h, OP), offset = getU64(h, OP + 8), length = getU64(h, OP + 16), mode = h.getUint32(OP + 24, true);
         return this.then(req, fs.fallocate(req, nodeid, fh, offset, length, mode), this.emptyReply);
       }
       case Op.LSEEK: {
+        if (this.dataPlane && this.dataPlane.fdIn >= 0) return this.backedOp(req);
         if (!fs.lseek) return this.missing(req);
         const fh = getU64(h, OP), offset = getI64(h, OP + 8), whence = h.getUint32(OP + 16, true);
         return this.then(req, fs.lseek(req, nodeid, fh, offset, whence), this.lseekReply);
       }
       case Op.COPY_FILE_RANGE:
       case Op.COPY_FILE_RANGE_64: {
+        if (this.dataPlane && this.dataPlane.fdIn >= 0 && this.dataPlane.fdOut >= 0) return this.backedOp(req);
         if (!fs.copyFileRange) return this.missing(req);
         const fhIn = getU64(h, OP), offIn = getU64(h, OP + 8), nodeOut = getU64(h, OP + 16);
         const fhOut = getU64(h, OP + 24), offOut = getU64(h, OP + 32), len = getU64(h, OP + 40);
@@ -282,12 +293,25 @@ export class Dispatcher {
       }
       case Op.SYNCFS:
         return this.emptyReply(req);
+      case Op.GETLK:
+      case Op.SETLK:
+      case Op.SETLKW:
+        return this.lockRequest(req);
+      case Op.IOCTL:
+        return this.ioctlRequest(req);
+      case Op.POLL:
+        return this.pollRequest(req);
+      case Op.TMPFILE: {
+        if (!fs.tmpfile) return this.missing(req);
+        const flags = h.getUint32(OP, true), mode = h.getUint32(OP + 4, true), umask = h.getUint32(OP + 8, true);
+        return this.then(req, fs.tmpfile(req, nodeid, mode, umask, flags), this.createReply);
+      }
       case Op.DESTROY: {
         const r = fs.destroy?.();
         return this.then(req, r, this.emptyReply);
       }
       default:
-        // GETLK/SETLK (POSIX_LOCKS not negotiated), IOCTL, POLL, BMAP, STATX, TMPFILE, …
+        // BMAP, STATX, …
         this.unknownOpcode(req);
         return this.missing(req);
     }
@@ -339,7 +363,7 @@ export class Dispatcher {
       setU64(dv, 0, o);
       dv.setUint32(8, 0, true);
       dv.setUint32(12, 0, true);
-    } else encodeOpenOut(dv, 0, this.nativeOpen(req, o));
+    } else encodeOpenOut(dv, 0, this.nativeOpen(req, o, req.nodeid));
     this.reply.ok(req, OPEN_OUT_SIZE);
   }
 
@@ -351,7 +375,7 @@ export class Dispatcher {
       setU64(dv, ENTRY_OUT_SIZE, o);
       dv.setUint32(ENTRY_OUT_SIZE + 8, 0, true);
       dv.setUint32(ENTRY_OUT_SIZE + 12, 0, true);
-    } else encodeOpenOut(dv, ENTRY_OUT_SIZE, this.nativeOpen(req, o));
+    } else encodeOpenOut(dv, ENTRY_OUT_SIZE, this.nativeOpen(req, o, c.entry.ino));
     this.reply.ok(req, ENTRY_OUT_SIZE + OPEN_OUT_SIZE);
   }
 
@@ -367,13 +391,112 @@ export class Dispatcher {
    * inside the file. Set-user-ID clearing still happens: the kernel flags unprivileged direct
    * writes FUSE_WRITE_KILL_SUIDGID, and such files are not native (the passthrough).
    */
-  private nativeOpen(req: Request, o: OpenReply): OpenReply {
+  private nativeOpen(req: Request, o: OpenReply, ino: number): OpenReply {
     if (o.backingFd === undefined || !this.dataPlane || o.backingId) return o;
     const direct = (req.slot.header.getUint32(OP, true) & O_DIRECT) !== 0;
     const backingDirect = direct && !this.opts.backingCache && !this.opts.writebackCache;
-    const fh = this.dataPlane.map(o.fh, o.backingFd, backingDirect);
+    const fh = this.dataPlane.map(o.fh, o.backingFd, backingDirect, ino);
     if (!direct || fh === o.fh || this.opts.writebackCache) return { ...o, fh };
     return { ...o, fh, directIo: true, parallelDirectWrites: true };
+  }
+
+  // ---- issue 24: backed handles, locks, ioctl, poll -------------------------------------------
+
+  /** FALLOCATE/LSEEK/COPY_FILE_RANGE of natively served handles, from their descriptors. */
+  private backedOp(req: Request): void {
+    const h = req.slot.header;
+    const dp = this.dataPlane!;
+    this.backed.ops++;
+    switch (req.opcode) {
+      case Op.FALLOCATE:
+        backedFallocate(dp.fdIn, h.getUint32(OP + 24, true), getU64(h, OP + 8), getU64(h, OP + 16));
+        return this.emptyReply(req);
+      case Op.LSEEK:
+        return this.lseekReply(req, backedLseek(dp.fdIn, getI64(h, OP + 8), h.getUint32(OP + 16, true)));
+      default: {
+        const n = backedCopyFileRange(dp.fdIn, getU64(h, OP + 8), dp.fdOut, getU64(h, OP + 32), getU64(h, OP + 40), Number(h.getBigUint64(OP + 48, true)), this.backed);
+        return req.opcode === Op.COPY_FILE_RANGE ? this.writeReply(req, n) : this.copyRange64Reply(req, n);
+      }
+    }
+  }
+
+  /** RELEASE after the last close of a file that had flock locks: unlock them, then release. */
+  private releaseFlock(req: Request, fh: number, flags: number): void {
+    const fs = this.fs;
+    const owner = req.slot.header.getBigUint64(OP + 16, true);
+    const release = () => (fs.release ? fs.release(req, req.nodeid, fh, flags) : undefined);
+    let r: void | Promise<void>;
+    try {
+      r = fs.flock!(req, req.nodeid, fh, owner, F_UNLCK, false);
+    } catch {
+      r = undefined; // the release still happens
+    }
+    if (isThenable(r)) return this.then(req, r.then(release, release), this.emptyReply);
+    return this.then(req, release(), this.emptyReply);
+  }
+
+  private lockRequest(req: Request): void {
+    const fs = this.fs;
+    const lk = decodeLkIn(req.slot.header, OP);
+    const wait = req.opcode === Op.SETLKW;
+    if (lk.lkFlags & FUSE_LK_FLOCK) {
+      if (!fs.flock || req.opcode === Op.GETLK) return this.missing(req);
+      return this.then(req, fs.flock(req, req.nodeid, lk.fh, lk.owner, lk.lock.type, wait), this.emptyReply);
+    }
+    if (req.opcode === Op.GETLK) {
+      if (!fs.getlk) return this.missing(req);
+      return this.then(req, fs.getlk(req, req.nodeid, lk.fh, lk.owner, lk.lock), this.lockReply);
+    }
+    if (!fs.setlk) return this.missing(req);
+    return this.then(req, fs.setlk(req, req.nodeid, lk.fh, lk.owner, lk.lock, wait), this.emptyReply);
+  }
+
+  private lockReply(req: Request, l: FileLock): void {
+    if (l === null || typeof l !== "object" || typeof l.type !== "number") throw new TypeError(`getlk handler returned ${shortDescribe(l)}; expected { start, end, type, pid }`);
+    this.reply.ok(req, encodeFileLock(req.slot.payloadView, 0, l));
+  }
+
+  private ioctlRequest(req: Request): void {
+    const fs = this.fs;
+    if (!fs.ioctl) return this.missing(req);
+    const io = decodeIoctlIn(req.slot.header, OP);
+    if (io.inSize > req.payloadSize) throw new FuseError("EIO", `IOCTL with in_size ${io.inSize} and ${req.payloadSize} bytes of payload`);
+    req.size = io.outSize;
+    const data = req.payloadPrefix(io.inSize);
+    return this.then(req, fs.ioctl(req, req.nodeid, io.fh, io.cmd, io.arg, data, io.outSize, io.flags), this.ioctlReply);
+  }
+
+  private ioctlReply(req: Request, r: IoctlReply): void {
+    const dv = req.slot.payloadView;
+    if (typeof r === "number") return this.reply.ok(req, encodeIoctlOut(dv, 0, r, 0));
+    if (r === null || typeof r !== "object") throw new TypeError(`ioctl handler returned ${shortDescribe(r)}; expected a number, { result, data } or { retry }`);
+    if ("retry" in r) {
+      // Only unrestricted ioctls (CUSE) may ask for their data again; the kernel answers EIO otherwise.
+      if (!(req.slot.header.getUint32(OP + 8, true) & FUSE_IOCTL.UNRESTRICTED)) throw new FuseError("EIO", "ioctl retry asked for a restricted ioctl (only CUSE sends unrestricted ones)");
+      const { in: ins, out: outs } = r.retry;
+      if (ins.length + outs.length > FUSE_IOCTL_MAX_IOV) throw new FuseError("EIO", "ioctl retry with more than FUSE_IOCTL_MAX_IOV iovecs");
+      if (IOCTL_OUT_SIZE + (ins.length + outs.length) * IOCTL_IOVEC_SIZE > req.slot.payload.length) throw new FuseError("EIO", "ioctl retry iovecs do not fit");
+      return this.reply.ok(req, encodeIoctlOut(dv, 0, 0, FUSE_IOCTL.RETRY, ins, outs));
+    }
+    const data = r.data;
+    const n = data ? data.length : 0;
+    if (n > req.size) throw new FuseError("EIO", `ioctl answered ${n} bytes; the caller's buffer takes ${req.size}`);
+    encodeIoctlOut(dv, 0, r.result ?? 0, 0);
+    if (data) req.slot.payload.set(data, IOCTL_OUT_SIZE);
+    this.reply.ok(req, IOCTL_OUT_SIZE + n);
+  }
+
+  private pollRequest(req: Request): void {
+    const fs = this.fs;
+    if (!fs.poll) return this.missing(req);
+    const p = decodePollIn(req.slot.header, OP);
+    const kh = p.flags & FUSE_POLL_SCHEDULE_NOTIFY ? p.kh : null;
+    return this.then(req, fs.poll(req, req.nodeid, p.fh, kh, p.events), this.pollReply);
+  }
+
+  private pollReply(req: Request, revents: number): void {
+    if (typeof revents !== "number") throw new TypeError(`poll handler returned ${shortDescribe(revents)}; expected the ready events (a number)`);
+    this.reply.ok(req, encodePollOut(req.slot.payloadView, 0, revents));
   }
 
   private readReply(req: Request, r: number | Uint8Array): void {
@@ -461,6 +584,7 @@ export function handlerNameOf(opcode: number): string {
   switch (opcode) {
     case Op.COPY_FILE_RANGE: case Op.COPY_FILE_RANGE_64: return "copyFileRange";
     case Op.RENAME2: return "rename";
+    case Op.SETLKW: return "setlk";
     case Op.READDIRPLUS: return "readdir";
     default: return opName(opcode).toLowerCase();
   }

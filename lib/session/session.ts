@@ -24,6 +24,7 @@ import { WorkerPool, type RingPlan, type WorkerInit } from "../threads/pool.ts";
 import { planThreads, type WorkerModule } from "../threads/plan.ts";
 import { ForwardedSource } from "../transport/forwarded.ts";
 import { Dispatcher, handlerNameOf } from "./dispatch.ts";
+import { SessionNotifications } from "./notify.ts";
 import { Replier, type ReplyObserver } from "./reply.ts";
 import { DEFERRED, FREE, HANDLING, Request, stateNames } from "./request.ts";
 import { Tracer, traceReplies } from "./trace.ts";
@@ -164,6 +165,19 @@ function requestedFlags(o: SessionOptions): bigint {
     initBit("DIRECT_IO_ALLOW_MMAP"); // MAP_SHARED of a FOPEN_DIRECT_IO file (O_DIRECT opens of native handles) works as on ext4
   if (o.writebackCache) f |= initBit("WRITEBACK_CACHE");
   if (o.kernelPassthrough && !o.writebackCache) f |= initBit("PASSTHROUGH");
+  return f;
+}
+
+/**
+ * Capabilities asked for because the filesystem implements them: lock handlers (otherwise the
+ * kernel keeps locks locally, which is right for a filesystem that does not), ioctl on
+ * directories.
+ */
+function fsFlags(fs: InodeFS): bigint {
+  let f = 0n;
+  if (typeof fs.getlk === "function" && typeof fs.setlk === "function") f |= initBit("POSIX_LOCKS");
+  if (typeof fs.flock === "function") f |= initBit("FLOCK_LOCKS");
+  if (typeof fs.ioctl === "function") f |= initBit("HAS_IOCTL_DIR");
   return f;
 }
 
@@ -429,6 +443,14 @@ export class Session implements Sink, ReplyObserver {
         c.forgets += count;
         return this.replier.none(req);
       }
+      case Op.NOTIFY_REPLY:
+        // The kernel's answer to a RETRIEVE: takes no reply (the ring gets its entry back).
+        if (!this.notifications.onReply(req.uniqueNumber, slot.payload, req.payloadSize)) {
+          this.opts.log(`fuse-uring: NOTIFY_REPLY #${req.uniqueNumber} matches no retrieve of this thread; dropped`);
+        }
+        return this.replier.none(req);
+      case Op.DESTROY:
+        return this.handleDestroy(req);
       case Op.INTERRUPT: {
         c.interrupts++;
         if (this.interrupt(getU64(h, HDR_OP_IN), req.startedAt)) return this.replier.none(req);
@@ -632,7 +654,7 @@ export class Session implements Sink, ReplyObserver {
       return;
     }
     const o = this.opts;
-    let flags = requestedFlags(o) & init.flags;
+    let flags = (requestedFlags(o) | fsFlags(this.fs)) & init.flags;
     this.bufferPools = (init.flags & initBit("HAS_IO_URING_BUFPOOL")) !== 0n;
 
     // Decide the transport before answering: advertising io_uring and then failing to
@@ -720,6 +742,7 @@ export class Session implements Sink, ReplyObserver {
       transport: this.transport,
       backingOpen: (fd) => this.backingOpen(fd),
       backingClose: (id) => this.backingClose(id),
+      notify: this.notifications,
     };
     if (ringUp) {
       try {
@@ -862,6 +885,47 @@ export class Session implements Sink, ReplyObserver {
     this.opts.log(`fuse-uring: handler for ${what} threw (answered EIO): ${text}`);
   }
 
+  /** FUSE_NOTIFY_* for the filesystem (InitInfo.notify) and Mount.notify. */
+  readonly notifications = new SessionNotifications((code, body) => this.notify(code, body));
+
+  // ---- DESTROY and teardown: release what the kernel never will ------------------------------
+  private destroyed: Promise<void> | null = null;
+
+  /** fuseblk's FUSE_DESTROY (plain fuse mounts get none: shutdown() does the same). */
+  private handleDestroy(req: Request): void {
+    this.releaseAndDestroy().then(
+      () => this.replier.ok(req, 0),
+      () => this.replier.ok(req, 0),
+    );
+  }
+
+  /**
+   * Once per session: RELEASE every handle the native data plane still maps (the kernel sends
+   * no RELEASE after unmount or DESTROY), so the filesystem closes the backing descriptors it
+   * owns in its release handler as usual; then the filesystem's destroy().
+   */
+  releaseAndDestroy(): Promise<void> {
+    this.destroyed ??= (async () => {
+      const fs = this.fs;
+      // The table is shared by every thread; its owner (the main thread) empties it.
+      const orphans = this.dataPlane && this.opts.role === "main" && !this.opts.dataPlaneShare ? this.dataPlane.takeAll() : [];
+      for (const m of orphans) {
+        try {
+          await fs.release?.(teardownCtx, m.ino, m.fh, 0);
+        } catch (e) {
+          this.unexpectedError("RELEASE at unmount", e);
+        }
+      }
+      if (orphans.length && this.opts.debug) this.opts.log(`fuse: released ${orphans.length} backed handle(s) still open at unmount`);
+      try {
+        await fs.destroy?.();
+      } catch (e) {
+        this.unexpectedError("DESTROY", e);
+      }
+    })();
+    return this.destroyed;
+  }
+
   // ---- notifications (always via /dev/fuse, also when the ring is active) ----------------------
   /**
    * Write a notification. The write happens on Bun's thread pool, never on the JS thread: an
@@ -941,6 +1005,11 @@ export class Session implements Sink, ReplyObserver {
       nativeErrors: (u?.nativeErrors ?? 0) + (c.nativeErrors ?? 0),
       nativeInflightMax: u?.nativeInflightMax ?? 0,
       nativeHandles: this.dataPlane?.open ?? 0,
+      backedOps: this.dispatcher.backed.ops,
+      backedCopyFallbacks: this.dispatcher.backed.copyFallbacks,
+      notifications: this.notifications.sent,
+      notificationErrors: this.notifications.failed,
+      retrieved: this.notifications.retrieved,
       dataPlane: this.dataPlane ? "native" : "js",
       ringRecovered: u?.recovered ?? 0,
       errors: this.counters.errors + c.errors + (u?.errors ?? 0),
@@ -1011,6 +1080,10 @@ export class Session implements Sink, ReplyObserver {
     for (const f of this.forwarded) f.beginClose();
     const deadline = Date.now() + graceMs;
     while (this.counters.inflight > 0 && Date.now() < deadline) await Bun.sleep(10);
+    // Backed handles the kernel never released, then the filesystem's destroy (bounded: a
+    // handler that never settles must not keep the daemon alive).
+    await Promise.race([this.releaseAndDestroy(), Bun.sleep(Math.max(100, deadline - Date.now()))]);
+    this.notifications.close();
     // Handlers answered for (timeout, teardown) that have not settled may still write into their
     // `out` buffers: their memory must stay allocated too.
     const unsettled = this.counters.abandoned - this.counters.lateResults;
@@ -1070,6 +1143,13 @@ export class Session implements Sink, ReplyObserver {
       this.forwarded.every((f) => this.stoppedSources.has(f));
   }
 }
+
+/** The caller of what the session does on its own at teardown (RELEASE of orphaned handles). */
+const teardownCtx = {
+  uid: 0, gid: 0, pid: 0, unique: 0n, signal: new AbortController().signal,
+  backingRead: () => Promise.reject(new FuseError("EIO", "no request at teardown")),
+  backingWrite: () => Promise.reject(new FuseError("EIO", "no request at teardown")),
+};
 
 const POISON_BYTE = 0xa5;
 
@@ -1147,7 +1227,8 @@ class EarlyInterrupts {
 function mergeStats(own: SessionStats, workers: (Partial<SessionStats> | null)[], forwarding: boolean): SessionStats {
   const out: SessionStats = { ...own, ops: { ...own.ops }, latencyUs: { ...own.latencyUs }, stageLatencyUs: { ...own.stageLatencyUs }, threads: [...own.threads] };
   const sum = ["ringRequests", "devRequests", "wakeups", "cqes", "submits", "inflight", "pinnedBytes", "fixedIo", "nativeSync", "nativeAsync", "nativeDirect", "directFallbacks", "waitTimers", "enters", "nativeRequests",
-    "nativeReadBytes", "nativeWriteBytes", "nativeErrors", "ringRecovered", "errors", "replies", "forgets", "interrupts"] as const;
+    "nativeReadBytes", "nativeWriteBytes", "nativeErrors", "ringRecovered", "errors", "replies", "forgets", "interrupts",
+    "backedOps", "backedCopyFallbacks", "notifications", "notificationErrors", "retrieved"] as const;
   workers.forEach((w, i) => {
     if (!w) return;
     for (const k of sum) (out[k] as number) += (w[k] as number | undefined) ?? 0;

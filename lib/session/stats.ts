@@ -50,6 +50,17 @@ export interface SessionStats {
   /** Data plane: handles mapped now, and OPENs that found the table full (served by JS). */
   nativeHandles: number;
   dataPlane: DataPlaneMode;
+  /**
+   * FALLOCATE, LSEEK and COPY_FILE_RANGE answered from the descriptors of natively served
+   * handles (lib/session/backed-ops.ts), and copies among them done with read/write because
+   * copy_file_range(2) could not (EXDEV, …).
+   */
+  backedOps: number;
+  backedCopyFallbacks: number;
+  /** Notifications written (FUSE_NOTIFY_*), refused by the kernel, and retrieves answered. */
+  notifications: number;
+  notificationErrors: number;
+  retrieved: number;
   /** Ring commands retried / entries registered again after an unexpected CQE. */
   ringRecovered: number;
   errors: number;

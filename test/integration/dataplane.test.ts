@@ -294,10 +294,11 @@ describe("ring engine counters", () => {
     const stats = statsPath();
     const d = await startDaemon(["--transport", "uring", "--stats-file", stats]);
     await shOk(`echo hi > "$1/f"; for i in $(seq 200); do cat "$1/f" >/dev/null; done`, [d.mnt]);
-    // Workers post their counters every 500 ms and the file is written every second: wait until
-    // it holds everything the loop caused (a snapshot 500 ms after it missed up to 233 enters
-    // on a loaded machine, which then counted as "idle" enters).
-    await sleep(2000);
+    // The stats file is written once a second (and merges the workers' last reports): wait
+    // until it shows the whole loop, then one more write, so `before` is not a snapshot taken
+    // in the middle of it.
+    await readStats(stats, { until: (x) => ((x.ops as Record<string, number>).FLUSH ?? 0) >= 200, timeoutMs: 5000 });
+    await sleep(1100);
     const before = await readStats(stats);
     const ticks = () => {
       const stat = readFileSync(`/proc/${d.proc.pid}/stat`, "utf8");

@@ -710,7 +710,7 @@ export class SharedDirStore implements DirStore {
 /** The handlers (and internals called outside a handler) that read or change shared state. */
 const LOCKED = [
   "lookup", "forget", "getattr", "setattr", "readlink", "symlink", "mknod", "mkdir", "unlink", "rmdir", "rename", "link",
-  "open", "create", "release", "opendir", "readdir", "releasedir", "statfs",
+  "open", "create", "tmpfile", "release", "opendir", "readdir", "releasedir", "statfs",
   "setxattr", "getxattr", "listxattr", "removexattr", "access", "destroy", "killPriv", "sourcePath",
 ] as const;
 
