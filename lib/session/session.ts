@@ -333,7 +333,7 @@ export class Session implements Sink, ReplyObserver {
           this.opts.log(`fuse-uring: the filesystem cannot run as copies (${e instanceof Error ? e.message : String(e)}); forwarding to this thread instead`);
         }
         if (plan) {
-          this.opts.workerModule = { path: plan.module, args: plan.args ?? [], shared: plan.shared };
+          this.opts.workerModule = { path: plan.module, args: plan.args ?? [], mountpoint: plan.mountpoint, shared: plan.shared };
           this.sharedCopies = plan.sharedState === true;
         }
       }
