@@ -42,25 +42,54 @@ export function notes(file: string): PathHandlers {
   const slice = db.query<{ d: Uint8Array }, [number, number, string]>("SELECT substr(data, ?, ?) AS d FROM nodes WHERE path = ?");
   const setData = db.query("UPDATE nodes SET data = ?, mtime = ?, ctime = ? WHERE path = ?");
   const remove = db.query("DELETE FROM nodes WHERE path = ?");
+  const move = db.query("UPDATE nodes SET path = ?, parent = ?, ctime = ? WHERE path = ?");
+  // ?1 = new prefix, ?2 = length of the old one, ?3 = the old one
+  const moveSubtree = db.query("UPDATE nodes SET path = ?1 || substr(path, ?2 + 1), parent = ?1 || substr(parent, ?2 + 1) WHERE substr(path, 1, ?2 + 1) = ?3 || '/'");
 
   const must = (path: string): Row => {
     const r = stat.get(path);
     if (!r) throw new FuseError("ENOENT");
     return r;
   };
-  const add = (path: string, mode: number) => {
-    const parent = must(parentOf(path));
-    if (!isDir(parent.mode)) throw new FuseError("ENOTDIR");
+
+  // Every check-then-change runs as one IMMEDIATE transaction (`.immediate` below): it takes the
+  // write lock first (waiting up to busy_timeout for another thread's), so no other thread's
+  // change slips in between, and no read lock has to be upgraded (which SQLite refuses with
+  // "database is locked").
+  const add = db.transaction((path: string, mode: number) => {
+    if (!isDir(must(parentOf(path)).mode)) throw new FuseError("ENOTDIR");
     if (stat.get(path)) throw new FuseError("EEXIST");
     const now = Date.now();
     insert.run(path, parentOf(path), mode, now, now);
-  };
-  /** Read-modify-write of a file's bytes in one IMMEDIATE transaction (no lost update between threads). */
+  });
+  /** Read-modify-write of a file's bytes (no lost update between threads). */
   const modify = db.transaction((path: string, f: (old: Uint8Array) => Uint8Array) => {
     const row = dataOf.get(path);
     if (!row) throw new FuseError("ENOENT");
     const now = Date.now();
     setData.run(f(row.data), now, now, path);
+  });
+  const unlink = db.transaction((path: string) => {
+    if (isDir(must(path).mode)) throw new FuseError("EISDIR");
+    remove.run(path);
+  });
+  const rmdir = db.transaction((path: string) => {
+    if (!isDir(must(path).mode)) throw new FuseError("ENOTDIR");
+    if (hasChildren.get(path)!.n > 0) throw new FuseError("ENOTEMPTY");
+    remove.run(path);
+  });
+  const rename = db.transaction((from: string, to: string) => {
+    const src = must(from);
+    const dst = stat.get(to);
+    if (dst) {
+      if (isDir(dst.mode) !== isDir(src.mode)) throw new FuseError(isDir(dst.mode) ? "EISDIR" : "ENOTDIR");
+      if (isDir(dst.mode) && hasChildren.get(to)!.n > 0) throw new FuseError("ENOTEMPTY");
+      remove.run(to);
+    }
+    if (!isDir(must(parentOf(to)).mode)) throw new FuseError("ENOTDIR");
+    if (to.startsWith(from + "/")) throw new FuseError("EINVAL");
+    move.run(to, parentOf(to), Date.now(), from);
+    moveSubtree.run(to, from.length, from); // a directory's subtree moves with it
   });
 
   return {
@@ -70,14 +99,12 @@ export function notes(file: string): PathHandlers {
     },
     readdir: (path) => children.all(path).map((r) => baseOf(r.path)),
     create(path, mode) {
-      add(path, S_IFREG | mode);
+      add.immediate(path, S_IFREG | mode);
     },
     mkdir(path, mode) {
-      add(path, S_IFDIR | mode);
+      add.immediate(path, S_IFDIR | mode);
     },
-    read(path, offset, size) {
-      return slice.get(offset + 1, size, path)?.d ?? null;
-    },
+    read: (path, offset, size) => slice.get(offset + 1, size, path)?.d ?? null,
     write(path, data, offset) {
       modify.immediate(path, (old) => {
         const out = new Uint8Array(Math.max(old.length, offset + data.length));
@@ -94,31 +121,9 @@ export function notes(file: string): PathHandlers {
         return out;
       });
     },
-    unlink(path) {
-      const r = must(path);
-      if (isDir(r.mode)) throw new FuseError("EISDIR");
-      remove.run(path);
-    },
-    rmdir(path) {
-      if (!isDir(must(path).mode)) throw new FuseError("ENOTDIR");
-      if (hasChildren.get(path)!.n > 0) throw new FuseError("ENOTEMPTY");
-      remove.run(path);
-    },
-    rename: db.transaction((from: string, to: string) => {
-      const src = must(from);
-      const dst = stat.get(to);
-      if (dst) {
-        if (isDir(dst.mode) !== isDir(src.mode)) throw new FuseError(isDir(dst.mode) ? "EISDIR" : "ENOTDIR");
-        if (isDir(dst.mode) && hasChildren.get(to)!.n > 0) throw new FuseError("ENOTEMPTY");
-        remove.run(to);
-      }
-      if (!isDir(must(parentOf(to)).mode)) throw new FuseError("ENOTDIR");
-      if (to.startsWith(from + "/")) throw new FuseError("EINVAL");
-      db.query("UPDATE nodes SET path = ?, parent = ?, ctime = ? WHERE path = ?").run(to, parentOf(to), Date.now(), from);
-      // The subtree of a directory moves with it.
-      const n = from.length;
-      db.query("UPDATE nodes SET path = ?1 || substr(path, ?2 + 1), parent = ?1 || substr(parent, ?2 + 1) WHERE substr(path, 1, ?2 + 1) = ?3 || '/'").run(to, n, from);
-    }) as unknown as (from: string, to: string) => void,
+    unlink: (path) => unlink.immediate(path),
+    rmdir: (path) => rmdir.immediate(path),
+    rename: (from, to) => rename.immediate(from, to),
     chmod(path, mode) {
       db.query("UPDATE nodes SET mode = (mode & ~4095) | ?, ctime = ? WHERE path = ?").run(mode & 0o7777, Date.now(), path);
     },
