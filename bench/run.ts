@@ -35,7 +35,7 @@ const HELP = `Usage: bun bench/run.ts [options]      (npm run bench [-- options]
                        pt-uring-1t (--workers 1), pt-uring-fwd (forwarding) and
                        pt-uring-nofixed when the CLI has --workers / --no-fixed-buffers,
                        pt-classic-js and pt-uring-js when it has --data-plane, kpt,
-                       burn-w1, burn-w2; with --libfuse also lf-classic, lf-uring, lf-kpt and
+                       burn-w1, burn-w2, burn-paths-w1, burn-paths-w2; with --libfuse also lf-classic, lf-uring, lf-kpt and
                        the metadata-only variants memfs-uring-ttl, pt-classic-ttl, pt-uring-ttl,
                        pt-uring-1t-ttl, kpt-ttl)
   --only a,b,…         the same as --configs

@@ -6,6 +6,10 @@
 //   MIRROR_DIR=/srv/data fuse-uring mount examples/mirror.ts /mnt/mirror
 //   bun examples/mirror.ts /srv/data /mnt/mirror
 //
+// Every handler keeps its state in the mirrored directory, none in this module, so it declares
+// `threads: "stateless"`: mounted with `fuse-uring mount`, every CPU gets a thread that loads
+// this script and serves its own callers (node ids come from one shared table).
+//
 // (lib/fs/passthrough.ts is the full-featured version of this: inode-based, hard links, xattrs.)
 
 import { chmodSync, chownSync, linkSync, lstatSync, mkdirSync, readdirSync, readlinkSync, renameSync, rmdirSync, statfsSync, symlinkSync, truncateSync, unlinkSync, utimesSync, closeSync, openSync } from "node:fs";
@@ -53,7 +57,7 @@ export default function ({ args }: { args: string[] }) {
   const dir = args[0] ?? process.env.MIRROR_DIR;
   if (!dir) throw new Error("which directory? Set MIRROR_DIR=/path/to/dir");
   lstatSync(dir); // fail at mount time, not at the first request
-  return paths(mirror(dir));
+  return paths(mirror(dir), { threads: "stateless" });
 }
 
 if (import.meta.main) {

@@ -14,6 +14,7 @@ import { isAbsolute, relative, resolve } from "node:path";
 import type { InodeFS } from "./fs/types.ts";
 import { mount, type MountOptions } from "./mount.ts";
 import { attachMount, HandlerShapeError, toInodeFS, type Filesystem } from "./path/convert.ts";
+import { isPathFS, type PathFS } from "./path/pathfs.ts";
 import { needsHook } from "./reload/swap.ts";
 
 export class ScriptError extends Error {
@@ -248,7 +249,9 @@ async function evaluate(mod: Record<string, unknown>, file: string, options: Loa
     value = await evaluateDefault(mod, file, ctx);
   }
   try {
-    return { fs: toInodeFS(value as Filesystem), file, modules, controller, viaHook: !!hook };
+    const fs = toInodeFS(value as Filesystem);
+    if (isPathFS(fs)) pathScript(fs, mod, file, options);
+    return { fs, file, modules, controller, viaHook: !!hook };
   } catch (e) {
     // A handler name with a non-function value ({ getattr: 5 }): point at that key's line.
     const key = e instanceof HandlerShapeError ? e.key.replace(/[.*+?^${}()|[\]\\]/g, "\\$&") : null;
@@ -256,6 +259,21 @@ async function evaluate(mod: Record<string, unknown>, file: string, options: Loa
     const what = hook ? "the reload hook returned something that" : "default export";
     throw new ScriptError(`${show(file)}:${line}: ${what} is not a filesystem: ${e instanceof Error ? e.message : String(e)}`);
   }
+}
+
+/**
+ * A paths()/tree() script: where it came from (so `threads: "stateless"` can have every worker
+ * thread load it: PathFS.copies), the declaration when it is on the default export (a function
+ * or object with `threads: "stateless"`), and, in a worker, the shared node table to join.
+ */
+function pathScript(fs: PathFS, mod: Record<string, unknown>, file: string, options: LoadScriptOptions): void {
+  fs.scriptSource = { path: file, args: options.args ?? [], mountpoint: options.mountpoint };
+  const d = mod.default as { threads?: unknown } | null | undefined;
+  // (A tree object's "threads" key is a file: trees declare it with tree(obj, { threads }).)
+  const declared = typeof d === "function" || (typeof d === "object" && d !== null && typeof (d as { getattr?: unknown }).getattr === "function") ? d.threads : undefined;
+  if (declared === "stateless" || declared === "single") fs.threads = declared;
+  else if (declared !== undefined && !isPathFS(d)) throw new TypeError(`threads: ${JSON.stringify(declared)}; expected "stateless" or "single"`);
+  if (options.shared !== undefined) fs.joinShare(options.shared);
 }
 
 async function evaluateDefault(mod: Record<string, unknown>, file: string, ctx: ScriptContext): Promise<unknown> {

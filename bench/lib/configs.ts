@@ -177,6 +177,18 @@ export function configDefs(env: ConfigEnv): ConfigDef[] {
       script: "bench/fs/burn.ts", extraArgs: ["--workers", "2"], workloads: BURN_WORKLOADS,
       description: "bench/fs/burn.ts over io_uring with --workers 2 (handlers on two threads)",
     },
+    // the same handler as a paths() script: one thread vs threads: "stateless" (a PathFS per
+    // worker over one shared node table)
+    {
+      id: "burn-paths-w1", label: "burn paths() uring, 1 worker", short: "burn paths w1", kind: "script", transport: "uring", optional: true, colour: "#d4b9da",
+      script: "bench/fs/burn-paths.ts", extraArgs: env.hasWorkers ? ["--workers", "1"] : [], workloads: BURN_WORKLOADS,
+      description: "bench/fs/burn-paths.ts (paths() script, READ handler busy for ~50 µs) over io_uring with --workers 1",
+    },
+    {
+      id: "burn-paths-w2", label: "burn paths() uring, stateless ×2", short: "burn paths w2", kind: "script", transport: "uring", optional: true, colour: "#980043",
+      script: "bench/fs/burn-paths.ts", extraArgs: ["--workers", "2"], workloads: BURN_WORKLOADS,
+      description: 'bench/fs/burn-paths.ts over io_uring with --workers 2: threads: "stateless", a PathFS per worker over one shared node table',
+    },
   );
   return defs;
 }

@@ -247,6 +247,7 @@ export function markdown(r: Results): string {
   if (has("pt-uring") && has("pt-uring-js")) pairs.push(["pt uring native ÷ JS data plane", "pt-uring", "pt-uring-js"]);
   if (has("pt-classic") && has("pt-classic-js")) pairs.push(["pt classic native ÷ JS data plane", "pt-classic", "pt-classic-js"]);
   if (has("burn-w2") && has("burn-w1")) pairs.push(["burn 2 workers ÷ 1 worker", "burn-w2", "burn-w1"]);
+  if (has("burn-paths-w2") && has("burn-paths-w1")) pairs.push(["burn paths() stateless ÷ 1 worker", "burn-paths-w2", "burn-paths-w1"]);
   // the ÷ raw columns: only configurations that run the raw workloads (not the metadata-only or burn ones)
   const vsRaw = raw ? cfgs.filter((c) => c.id !== "raw" && !c.workloads) : [];
   out.push(`Relative performance from the medians (> 1 = the first is better; for latency the inverse ratio of µs). "÷ raw" is the fraction of the raw tmpfs figure.`);

@@ -223,6 +223,8 @@ export interface CopiesPlan {
    */
   module: string;
   args?: string[];
+  /** The mountpoint the module's default export is told (ScriptContext.mountpoint). */
+  mountpoint?: string;
   /** Structured-cloneable; SharedArrayBuffers in it stay shared with every copy. */
   shared?: unknown;
   /**

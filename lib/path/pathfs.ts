@@ -1,8 +1,10 @@
 // PathFS: serves PathHandlers through the inode API. It owns what path-based authors should not
 // have to think about:
-// - the inode table: node ids for paths the kernel knows, kept while the kernel holds lookup
-//   references (LOOKUP, CREATE, MKDIR, READDIRPLUS … add one, FORGET gives them back) or a file
-//   is open, updated on rename/unlink so ids stay attached to the right file;
+// - the inode table (nodes.ts): node ids for paths the kernel knows, kept while the kernel holds
+//   lookup references (LOOKUP, CREATE, MKDIR, READDIRPLUS … add one, FORGET gives them back) or
+//   a file is open, updated on rename/unlink so ids stay attached to the right file. One
+//   thread's table by default; `threads: "stateless"` scripts run a PathFS per thread over one
+//   table in SharedArrayBuffers (nodes-shared.ts), see copies();
 // - file handles: whatever `open` returns is handed back to read/write/release;
 // - whole-file snapshots for `readFile`/`writeFile` handlers;
 // - backed open files (`backed()`): the descriptor the shim serves READ/WRITE/FSYNC from, its
@@ -22,47 +24,22 @@ import { checkName, contentBytes, contentLength, describe, hasSize, toAttr, toTi
 import { applySize, BackingFile, checkDescriptor, notDirectory, O_ACCMODE, O_RDONLY, O_TRUNC, O_WRONLY, type BackedSize } from "./backing.ts";
 import { isBacked, isOpened, type Backed, type Content, type DirEntryLike, type PathFSOptions, type PathHandlers, type StatLike } from "./types.ts";
 import { toPositional, type DefinedFs } from "./args.ts";
+import { DYNAMIC, joinPath, LocalNodes, ROOT, SIZE_AT_OPEN, type HandleRecord, type NodeTable } from "./nodes.ts";
+import { createPathTable, isPathTableShare, SharedNodes, type PathTableShare } from "./nodes-shared.ts";
+import type { CopiesPlan } from "../fs/types.ts";
 
 export const PATHFS: unique symbol = Symbol.for("fuse-uring.pathfs");
+/** Set by tree() on its PathFS (tree.ts's TREE_FS): its writeFile is a tree's, see copies(). */
+const TREE_MARK: unique symbol = Symbol.for("fuse-uring.treefs") as never;
 
-const ROOT = 1;
 const RENAME_NOREPLACE = 1;
-
-class Node {
-  /** Lookup references held by the kernel. */
-  nlookup = 0;
-  /** Open file and directory handles. */
-  opens = 0;
-  readonly children = new Map<string, Node>();
-  /** Last time getattr found no size and computed it from readFile (or the size comes at open). */
-  dynamic = false;
-  /** getattr said sizeAtOpen: size = what the last open produced, attributes not cached. */
-  sizeAtOpen = false;
-  /** Bytes the last open of a sizeAtOpen file produced. */
-  openedSize = 0;
-  /** Set once unlinked or replaced: the path it had. */
-  stalePath: string | null = null;
-  /** Backed open files of this node (newest last): stat reports the descriptor's size. */
-  backed: FileHandle[] | null = null;
-  constructor(readonly ino: number, public name: string, public parent: Node | null) {}
-
-  get path(): string {
-    if (this.stalePath !== null) return this.stalePath;
-    if (!this.parent) return "/";
-    const parts: string[] = [];
-    let n: Node | null = this;
-    for (; n && n.parent; n = n.parent) parts.push(n.name);
-    // Under a detached directory (one a hot reload removed while a process has its cwd there):
-    // paths continue from where it was, never from the root.
-    const base = n && n.stalePath !== null && n.stalePath !== "/" ? n.stalePath : "";
-    return base + "/" + parts.reverse().join("/");
-  }
-}
 
 interface FileHandle {
   kind: "file";
   fh: number;
-  node: Node;
+  ino: number;
+  /** Shared table: the record's serial number (a cached view of a released fh is stale). */
+  serial: number;
   /** The path when opened (stays valid for handlers even if the file is unlinked). */
   path: string;
   value: unknown;
@@ -83,7 +60,8 @@ interface FileHandle {
 
 interface DirHandle {
   kind: "dir";
-  node: Node;
+  ino: number;
+  serial: number;
   path: string;
   entries: DirEntryLike[];
   iterator: Iterator<DirEntryLike> | AsyncIterator<DirEntryLike> | null;
@@ -93,10 +71,6 @@ interface DirHandle {
 type Handle = FileHandle | DirHandle;
 
 const defaultStatfs: Statfs = { blocks: 0, bfree: 0, bavail: 0, files: 0, ffree: 0, bsize: 4096, namelen: 255, frsize: 4096 };
-
-function joinPath(dir: string, name: string): string {
-  return dir === "/" ? "/" + name : dir + "/" + name;
-}
 
 /** Split "/a/b/c" into ["a", "b", "c"]; "" and "/" are the root. Rejects "..". */
 export function splitPath(path: string): string[] {
@@ -121,13 +95,28 @@ export interface Notifier {
   invalidateEntry(parent: number, name: string): Promise<number>;
 }
 
+/** Where a script-loaded PathFS came from (lib/script.ts sets it): what copies() names. */
+export interface PathScriptSource {
+  path: string;
+  args: string[];
+  mountpoint?: string;
+}
+
 export class PathFS implements InodeFS {
   readonly [PATHFS] = true;
-  private readonly nodes = new Map<number, Node>();
-  private readonly root: Node;
-  private nextIno = 2;
-  private readonly handles = new Map<number, Handle>();
-  private nextFh = 1;
+  private table: NodeTable = new LocalNodes();
+  /** This thread's open handles (shared table: also views of other threads' handles). */
+  private handles = new Map<number, Handle>();
+  /** Backed open files per node (newest last): stat reports the descriptor's size. */
+  private backedOf = new Map<number, FileHandle[]>();
+  /**
+   * "stateless": the handlers keep no per-instance state (or keep it where every thread sees it:
+   * files, a database, SharedArrayBuffers), so a PathFS per thread may serve them over one shared
+   * node table. From PathFSOptions.threads, the handlers' `threads`, or set by the script loader.
+   */
+  threads: "single" | "stateless";
+  /** The script this PathFS was loaded from (lib/script.ts), so other threads can load it too. */
+  scriptSource: PathScriptSource | null = null;
   private readonly defaults: StatDefaults;
   private readonly snapshotReads: boolean;
   private readonly snapshotWrites: boolean;
@@ -139,10 +128,12 @@ export class PathFS implements InodeFS {
     if (typeof handlers !== "object" || handlers === null || typeof handlers.getattr !== "function") {
       throw new TypeError("path handlers need at least a getattr(path) function");
     }
-    this.root = new Node(ROOT, "", null);
-    this.root.nlookup = 1; // the kernel's reference to the root is never given back
-    this.nodes.set(ROOT, this.root);
     const h = handlers;
+    const declared = options.threads ?? (handlers as { threads?: unknown }).threads;
+    if (declared !== undefined && declared !== "single" && declared !== "stateless") {
+      throw new TypeError(`threads: ${describe(declared)}; expected "stateless" (handlers safe to run on several threads at once) or "single"`);
+    }
+    this.threads = declared ?? "single";
     this.defaults = {
       time: nowTimespec(),
       writable: !!(h.write || h.writeFile || h.truncate),
@@ -244,22 +235,22 @@ export class PathFS implements InodeFS {
 
   /** Node id of `path` if the kernel currently knows it (else undefined: nothing is cached). */
   resolve(path: string): number | undefined {
-    let n: Node | undefined = this.root;
+    let n: number | undefined = ROOT;
     for (const part of splitPath(path)) {
-      n = n.children.get(part);
-      if (!n) return undefined;
+      n = this.table.childOf(n, part);
+      if (n === undefined) return undefined;
     }
-    return n.ino;
+    return n;
   }
 
   /** Path of a node id the kernel holds (diagnostics, InodeFS wrappers). */
   pathOf(ino: number): string | undefined {
-    return this.nodes.get(ino)?.path;
+    return this.table.pathOf(ino);
   }
 
   /** Number of nodes in the table (root included): bounded by what the kernel holds. */
   get nodeCount(): number {
-    return this.nodes.size;
+    return this.table.count;
   }
 
   /** Called by mount() so that invalidate() works; returns a function that detaches. */
@@ -308,46 +299,61 @@ export class PathFS implements InodeFS {
     return this.notifier;
   }
 
-  // ---- node table -------------------------------------------------------------------------------
+  // ---- node table (nodes.ts) and handles -----------------------------------------------------------
 
-  private node(ino: number): Node {
-    const n = this.nodes.get(ino);
-    if (!n) throw new FuseError("ESTALE", `unknown node id ${ino}`);
-    return n;
+  /** The path of a node the kernel holds (ESTALE if it does not). */
+  private nodePath(ino: number): string {
+    const p = this.table.pathOf(ino);
+    if (p === undefined) throw new FuseError("ESTALE", `unknown node id ${ino}`);
+    return p;
   }
 
-  /** The node for `name` in `parent`, created if the kernel did not know it. */
-  private child(parent: Node, name: string): Node {
-    let n = parent.children.get(name);
-    if (!n) {
-      n = new Node(this.nextIno++, name, parent);
-      parent.children.set(name, n);
-      this.nodes.set(n.ino, n);
+  private sharedTable(): SharedNodes | null {
+    return this.table.share ? (this.table as SharedNodes) : null;
+  }
+
+  /**
+   * The handle `fh`. With a shared table it may have been opened by another thread (the caller
+   * moved to another CPU): this thread then builds its own view from the shared record (the
+   * handler's value, a backed descriptor; snapshots and listings are taken again here).
+   */
+  private handleOf(fh: number): Handle | undefined {
+    const local = this.handles.get(fh);
+    const t = this.sharedTable();
+    if (!t) return local;
+    if (local && local.serial === t.serial(fh)) return local;
+    if (local) this.handles.delete(fh);
+    const rec = t.handle(fh);
+    if (!rec) return undefined;
+    const path = this.table.pathOf(rec.ino) ?? "/";
+    let h: Handle;
+    if (rec.dir) h = { kind: "dir", ino: rec.ino, serial: rec.serial, path, entries: [], iterator: null, done: false };
+    else {
+      const f = this.newHandle(rec.ino, path, rec.value === undefined ? undefined : JSON.parse(rec.value), rec.flags);
+      f.fh = fh;
+      f.serial = rec.serial;
+      f.snapshot = rec.snapshot;
+      if (rec.fd >= 0) f.backing = new BackingFile(rec.fd, rec.owned, `fd ${rec.fd}`, rec.writable);
+      h = f;
     }
-    return n;
+    this.handles.set(fh, h);
+    return h;
   }
 
-  /** Free a node nobody refers to any more (and, in turn, parents kept only for it). */
-  private maybeDrop(n: Node | null): void {
-    while (n && n !== this.root && n.nlookup <= 0 && n.opens <= 0 && n.children.size === 0) {
-      this.nodes.delete(n.ino);
-      const p: Node | null = n.parent;
-      if (p && p.children.get(n.name) === n) p.children.delete(n.name);
-      n.parent = null;
-      n = p;
+  /**
+   * A shared table keeps the handler's handle value as JSON (other threads get a copy): refuse
+   * what would not survive that, after giving it back to the handler.
+   */
+  private async checkShareable(ctx: RequestContext, path: string, v: unknown): Promise<void> {
+    if (!this.table.share) return;
+    const value = isOpened(v) || isBacked(v) ? v.handle : v;
+    const why = unshareable(value);
+    if (!why) return;
+    try {
+      await this.handlers.release?.(path, value, ctx);
+    } finally {
+      throw new TypeError(`${JSON.stringify(path)}: threads: "stateless" hands file handles to other threads as JSON, but open/create returned ${why}; return a number, a string or plain data (keep the rest in a shared place keyed by it)`);
     }
-  }
-
-  /** Remove `name` from `parent`'s table (unlink/rmdir/overwritten by rename). */
-  private detach(parent: Node, name: string): void {
-    const n = parent.children.get(name);
-    if (!n) return;
-    // Kept (by id) while the kernel holds it or a file is open; its old path is what handlers
-    // see for it from now on (an open, unlinked file).
-    n.stalePath = n.path;
-    parent.children.delete(name);
-    n.parent = null;
-    this.maybeDrop(n);
   }
 
   // ---- attributes ----------------------------------------------------------------------------------
@@ -360,38 +366,48 @@ export class PathFS implements InodeFS {
   }
 
   /** getattr + size computed from readFile where needed; `node` gets its dynamic flag. */
-  private async attrOf(path: string, ctx: RequestContext, ino: number, node?: Node): Promise<Attr> {
-    const sized = node ? this.backedSize(node) : null;
+  private async attrOf(path: string, ctx: RequestContext, ino: number, track: boolean): Promise<Attr> {
+    const sized = track ? this.backedSize(ino) : null;
     const st = await this.stat(path, ctx);
     let size: number | undefined;
     let dynamic = false;
     const atOpen = st.sizeAtOpen === true && typeOf(st, path) === S_IFREG;
     if (atOpen) {
       dynamic = true;
-      if (!hasSize(st)) size = node?.openedSize ?? 0;
+      if (!hasSize(st)) size = track ? this.table.openedSize(ino) : 0;
     } else if (this.snapshotReads && !hasSize(st) && typeOf(st, path) === S_IFREG) {
       size = contentLength(await this.handlers.readFile!(path, ctx), `readFile(${JSON.stringify(path)})`);
       dynamic = true;
     }
-    if (node) {
-      node.dynamic = dynamic;
-      node.sizeAtOpen = atOpen;
-    }
+    if (track) this.table.setFlags(ino, DYNAMIC | SIZE_AT_OPEN, (dynamic ? DYNAMIC : 0) | (atOpen ? SIZE_AT_OPEN : 0));
     return applySize(toAttr(st, path, ino, this.defaults, size), sized);
   }
 
   /** Native writes change a backed file's size without JS seeing them: ask the descriptor. */
-  private backedSize(node: Node): BackedSize | null {
-    const b = node.backed;
-    return b && b.length > 0 ? b[b.length - 1]!.backing!.size() : null;
+  private backedSize(ino: number): BackedSize | null {
+    const b = this.liveBacked(ino);
+    if (b && b.length > 0) return b[b.length - 1]!.backing!.size();
+    // Shared table: a backed open of another thread (descriptors are the process's).
+    const fd = this.table.share ? this.table.backedFd(ino) : -1;
+    return fd >= 0 ? new BackingFile(fd, false, `fd ${fd}`, false).size() : null;
   }
 
-  private entry(node: Node, attr: Attr): Entry {
-    node.nlookup++;
-    const e: Entry = { ino: node.ino, attr };
+  /** This thread's backed handles of `ino` (shared table: those another thread released dropped). */
+  private liveBacked(ino: number): FileHandle[] | undefined {
+    const b = this.backedOf.get(ino);
+    const t = this.sharedTable();
+    if (!b || !t) return b;
+    for (let i = b.length - 1; i >= 0; i--) if (t.serial(b[i]!.fh) !== b[i]!.serial) b.splice(i, 1);
+    if (b.length === 0) this.backedOf.delete(ino);
+    return b.length ? b : undefined;
+  }
+
+  private entry(ino: number, attr: Attr): Entry {
+    this.table.addLookup(ino, 1);
+    const e: Entry = { ino, attr };
     if (this.options.entryTtl !== undefined) e.entryTtl = this.options.entryTtl;
     if (this.options.attrTtl !== undefined) e.attrTtl = this.options.attrTtl;
-    if (node.sizeAtOpen) e.attrTtl = 0; // the size changes at every open
+    if (this.table.flags(ino) & SIZE_AT_OPEN) e.attrTtl = 0; // the size changes at every open
     return e;
   }
 
@@ -400,17 +416,15 @@ export class PathFS implements InodeFS {
   }
 
   /** Attributes of a fresh name under `parent` and a lookup reference to it. */
-  private async newEntry(ctx: RequestContext, parent: Node, name: string): Promise<Entry> {
-    const path = joinPath(parent.path, name);
+  private async newEntry(ctx: RequestContext, parent: number, name: string): Promise<Entry> {
+    const path = joinPath(this.nodePath(parent), name);
     // Create the node first so its id is in the attributes; drop it again on failure.
-    const node = this.child(parent, name);
-    node.opens++;
+    const ino = this.table.hold(parent, name);
     try {
-      const attr = await this.attrOf(path, ctx, node.ino, node);
-      return this.entry(node, attr);
+      const attr = await this.attrOf(path, ctx, ino, true);
+      return this.entry(ino, attr);
     } finally {
-      node.opens--;
-      this.maybeDrop(node);
+      this.table.unhold(ino);
     }
   }
 
@@ -433,7 +447,7 @@ export class PathFS implements InodeFS {
     for (const [fh, h] of [...this.handles]) {
       if (h.kind !== "file") continue;
       try {
-        await this.release(TEARDOWN_CTX, h.node.ino, fh, 0);
+        await this.release(TEARDOWN_CTX, h.ino, fh, 0);
       } catch {
         // one failing release must not keep the others' descriptors open
       }
@@ -443,21 +457,17 @@ export class PathFS implements InodeFS {
 
   async lookup(ctx: RequestContext, parent: number, name: string): Promise<Entry> {
     checkName(name);
-    const p = this.node(parent);
-    return this.newEntry(ctx, p, name);
+    this.nodePath(parent);
+    return this.newEntry(ctx, parent, name);
   }
 
   forget(ino: number, nlookup: number): void {
-    const n = this.nodes.get(ino);
-    if (!n || n === this.root) return;
-    n.nlookup -= nlookup;
-    if (n.nlookup < 0) n.nlookup = 0;
-    this.maybeDrop(n);
+    this.table.forget(ino, nlookup);
   }
 
   async getattr(ctx: RequestContext, ino: number, fh: number | undefined): Promise<AttrReply> {
-    const node = this.node(ino);
-    const handle = fh !== undefined ? this.handles.get(fh) : undefined;
+    const path = this.nodePath(ino);
+    const handle = fh !== undefined ? this.handleOf(fh) : undefined;
     if (handle?.kind === "file" && handle.backing) {
       const sized = handle.backing.size();
       const st = await this.stat(handle.path, ctx).catch((e) => {
@@ -474,16 +484,16 @@ export class PathFS implements InodeFS {
       const size = handle.data ? handle.length : handle.blob ? handle.blob.size : undefined;
       return this.attrReply(toAttr({ type: "file", ...st }, handle.path, ino, this.defaults, size));
     }
-    const attr = await this.attrOf(node.path, ctx, ino, node);
-    return node.sizeAtOpen ? { attr, attrTtl: 0 } : this.attrReply(attr);
+    const attr = await this.attrOf(path, ctx, ino, true);
+    return this.table.flags(ino) & SIZE_AT_OPEN ? { attr, attrTtl: 0 } : this.attrReply(attr);
   }
 
   async setattr(ctx: RequestContext, ino: number, c: SetattrChanges): Promise<AttrReply> {
-    const node = this.node(ino);
+    const nodePath = this.nodePath(ino);
     const h = this.handlers;
-    const handle = c.fh !== undefined ? this.handles.get(c.fh) : undefined;
+    const handle = c.fh !== undefined ? this.handleOf(c.fh) : undefined;
     const fileHandle = handle?.kind === "file" ? handle : undefined;
-    const path = fileHandle?.path ?? node.path;
+    const path = fileHandle?.path ?? nodePath;
     if (c.mode !== undefined) {
       if (!h.chmod) throw new FuseError("EPERM", "no chmod handler");
       await h.chmod(path, c.mode & 0o7777, ctx);
@@ -493,7 +503,7 @@ export class PathFS implements InodeFS {
       await h.chown(path, c.uid ?? -1, c.gid ?? -1, ctx);
     }
     let sizedBy = fileHandle ? c.fh : undefined;
-    if (c.size !== undefined) sizedBy = (await this.truncate(ctx, path, c.size, fileHandle, node)) ?? sizedBy;
+    if (c.size !== undefined) sizedBy = (await this.truncate(ctx, path, c.size, fileHandle, ino)) ?? sizedBy;
     if ((c.atime !== undefined || c.mtime !== undefined) && h.utimens) {
       const date = (t: [number, number] | "now" | undefined): Date | undefined =>
         t === undefined ? undefined : t === "now" ? new Date() : new Date(t[0] * 1000 + Math.floor(t[1] / 1e6));
@@ -503,7 +513,7 @@ export class PathFS implements InodeFS {
   }
 
   /** Returns the fh whose copy now defines the size, if the truncation went to open copies. */
-  private async truncate(ctx: RequestContext, path: string, size: number, handle: FileHandle | undefined, node?: Node): Promise<number | undefined> {
+  private async truncate(ctx: RequestContext, path: string, size: number, handle: FileHandle | undefined, ino?: number): Promise<number | undefined> {
     const h = this.handlers;
     if (handle?.backing && !h.truncate) {
       await handle.backing.truncate(size);
@@ -511,7 +521,7 @@ export class PathFS implements InodeFS {
     }
     // open(O_TRUNC) (a SETATTR without fh, after the OPEN) or truncate(2) while backed writers
     // are open: their descriptors are the file.
-    const writers = !handle && !h.truncate ? node?.backed?.filter((x) => x.backing!.writable) : undefined;
+    const writers = !handle && !h.truncate && ino !== undefined ? this.liveBacked(ino)?.filter((x) => x.backing!.writable) : undefined;
     if (writers && writers.length > 0) {
       const done = new Set<number>();
       for (const w of writers) {
@@ -533,8 +543,8 @@ export class PathFS implements InodeFS {
     }
     // open(O_TRUNC) arrives as a SETATTR without a file handle (kernel 6.18): truncate the copies
     // of the writers that have the file open; they save it when closed.
-    if (!handle && node && this.snapshotWrites) {
-      const writers = [...this.handles.values()].filter((x): x is FileHandle => x.kind === "file" && x.node === node && x.snapshot && this.writable(x.flags));
+    if (!handle && ino !== undefined && this.snapshotWrites) {
+      const writers = [...this.handles.values()].filter((x): x is FileHandle => x.kind === "file" && x.ino === ino && x.snapshot && this.writable(x.flags));
       if (writers.length > 0) {
         for (const w of writers) {
           if (size > 0) await this.load(w, ctx);
@@ -556,7 +566,7 @@ export class PathFS implements InodeFS {
   }
 
   async readlink(ctx: RequestContext, ino: number): Promise<string> {
-    const path = this.node(ino).path;
+    const path = this.nodePath(ino);
     if (this.handlers.readlink) {
       const t = await this.handlers.readlink(path, ctx);
       if (t instanceof Uint8Array) return decodeName(t, 0, t.length); // raw target bytes
@@ -570,16 +580,15 @@ export class PathFS implements InodeFS {
 
   async symlink(ctx: RequestContext, parent: number, name: string, target: string): Promise<Entry> {
     checkName(name);
-    const p = this.node(parent);
+    const dir = this.nodePath(parent);
     if (!this.handlers.symlink) throw new FuseError("EPERM", "no symlink handler");
-    await this.handlers.symlink(target, joinPath(p.path, name), ctx);
-    return this.newEntry(ctx, p, name);
+    await this.handlers.symlink(target, joinPath(dir, name), ctx);
+    return this.newEntry(ctx, parent, name);
   }
 
   async mknod(ctx: RequestContext, parent: number, name: string, mode: number, rdev: number, umask: number): Promise<Entry> {
     checkName(name);
-    const p = this.node(parent);
-    const path = joinPath(p.path, name);
+    const path = joinPath(this.nodePath(parent), name);
     const h = this.handlers;
     if (h.mknod) await h.mknod(path, mode & ~umask, rdev, ctx);
     else if ((mode & S_IFMT) === S_IFREG && h.create) {
@@ -593,40 +602,40 @@ export class PathFS implements InodeFS {
     } else if ((mode & S_IFMT) === S_IFREG && h.writeFile && !h.create) {
       await h.writeFile(path, Buffer.alloc(0), ctx); // writeFile implies creation (see create)
     } else throw new FuseError("EACCES", "no mknod/create handler (add create, or writeFile to create files by writing them)");
-    return this.newEntry(ctx, p, name);
+    return this.newEntry(ctx, parent, name);
   }
 
   async mkdir(ctx: RequestContext, parent: number, name: string, mode: number, umask: number): Promise<Entry> {
     checkName(name);
-    const p = this.node(parent);
+    const dir = this.nodePath(parent);
     if (!this.handlers.mkdir) throw new FuseError("EACCES", "no mkdir handler");
-    await this.handlers.mkdir(joinPath(p.path, name), mode & ~umask & 0o7777, ctx);
-    return this.newEntry(ctx, p, name);
+    await this.handlers.mkdir(joinPath(dir, name), mode & ~umask & 0o7777, ctx);
+    return this.newEntry(ctx, parent, name);
   }
 
   async unlink(ctx: RequestContext, parent: number, name: string): Promise<void> {
-    const p = this.node(parent);
+    const dir = this.nodePath(parent);
     if (!this.handlers.unlink) throw new FuseError("EACCES", "no unlink handler");
-    await this.handlers.unlink(joinPath(p.path, name), ctx);
-    this.detach(p, name);
+    await this.handlers.unlink(joinPath(dir, name), ctx);
+    this.table.detach(parent, name);
   }
 
   async rmdir(ctx: RequestContext, parent: number, name: string): Promise<void> {
-    const p = this.node(parent);
+    const dir = this.nodePath(parent);
     if (!this.handlers.rmdir) throw new FuseError("EACCES", "no rmdir handler");
-    await this.handlers.rmdir(joinPath(p.path, name), ctx);
-    this.detach(p, name);
+    await this.handlers.rmdir(joinPath(dir, name), ctx);
+    this.table.detach(parent, name);
   }
 
   async rename(ctx: RequestContext, parent: number, name: string, newParent: number, newName: string, flags: number): Promise<void> {
     checkName(newName);
-    const p = this.node(parent);
-    const np = this.node(newParent);
+    const dir = this.nodePath(parent);
+    const newDir = this.nodePath(newParent);
     const h = this.handlers;
     if (!h.rename) throw new FuseError("EACCES", "no rename handler");
     if (flags & ~RENAME_NOREPLACE) throw new FuseError("EINVAL", "RENAME_EXCHANGE/WHITEOUT are not supported by path handlers");
-    const from = joinPath(p.path, name);
-    const to = joinPath(np.path, newName);
+    const from = joinPath(dir, name);
+    const to = joinPath(newDir, newName);
     if (flags & RENAME_NOREPLACE) {
       const exists = await Promise.resolve(h.getattr(to, ctx)).catch((e) => {
         if (errnoOf(e) === Errno.ENOENT) return null;
@@ -635,39 +644,46 @@ export class PathFS implements InodeFS {
       if (exists) throw new FuseError("EEXIST");
     }
     await h.rename(from, to, ctx);
-    if (p === np && name === newName) return;
+    if (parent === newParent && name === newName) return;
     // Move the node (if the kernel knows it) so its id follows the file.
-    const moving = p.children.get(name);
-    this.detach(np, newName);
-    if (moving) {
-      p.children.delete(name);
-      moving.name = newName;
-      moving.parent = np;
-      np.children.set(newName, moving);
-    }
+    this.table.move(parent, name, newParent, newName);
   }
 
   async link(ctx: RequestContext, ino: number, newParent: number, newName: string): Promise<Entry> {
     checkName(newName);
-    const n = this.node(ino);
-    const np = this.node(newParent);
+    const path = this.nodePath(ino);
+    const newDir = this.nodePath(newParent);
     if (!this.handlers.link) throw new FuseError("EPERM", "no link handler");
-    await this.handlers.link(n.path, joinPath(np.path, newName), ctx);
-    return this.newEntry(ctx, np, newName);
+    await this.handlers.link(path, joinPath(newDir, newName), ctx);
+    return this.newEntry(ctx, newParent, newName);
   }
 
   // ---- files ----------------------------------------------------------------------------------------
 
-  private newHandle(node: Node, path: string, value: unknown, flags: number): FileHandle {
-    return { kind: "file", fh: 0, node, path, value, flags, data: null, length: 0, blob: null, dirty: false, written: false, snapshot: false, backing: null };
+  private newHandle(ino: number, path: string, value: unknown, flags: number): FileHandle {
+    return { kind: "file", fh: 0, ino, serial: 0, path, value, flags, data: null, length: 0, blob: null, dirty: false, written: false, snapshot: false, backing: null };
   }
 
   private register(h: Handle): number {
-    const fh = this.nextFh++;
+    this.table.addOpen(h.ino);
+    let fh: number;
+    try {
+      fh = this.table.newHandle(this.table.share ? recordOf(h) : null);
+    } catch (e) {
+      this.table.unhold(h.ino);
+      throw e;
+    }
+    h.serial = this.sharedTable()?.serial(fh) ?? 0;
     this.handles.set(fh, h);
     if (h.kind === "file") h.fh = fh;
-    h.node.opens++;
     return fh;
+  }
+
+  /** Release bookkeeping of a handle (any thread's): the table forgets it, the node may go. */
+  private unregister(fh: number, h: Handle): void {
+    this.handles.delete(fh);
+    this.table.freeHandle(fh);
+    this.table.unhold(h.ino);
   }
 
   private writable(flags: number): boolean {
@@ -675,32 +691,39 @@ export class PathFS implements InodeFS {
   }
 
   async open(ctx: RequestContext, ino: number, flags: number): Promise<OpenReply> {
-    const node = this.node(ino);
-    const path = node.path;
+    const path = this.nodePath(ino);
     const h = this.handlers;
     const writes = !!(h.write || h.writeFile);
     // With an open handler the answer may be a backed file, which needs no write handler.
     if (this.writable(flags) && !writes && !h.open) throw new FuseError("EACCES", "read-only file (no write/writeFile handler)");
-    node.opens++; // keep the node while handlers run
+    // A writeFile snapshot lives in the thread that opened it: with other threads serving the
+    // same handle (a shared table), its writes could be lost.
+    if (this.table.share && this.writable(flags) && this.snapshotWrites && !h.open) throw new FuseError("EACCES", sharedSnapshotWrite(path));
+    this.table.addOpen(ino); // keep the node while handlers run
     try {
       const v = h.open ? await h.open(path, flags, ctx) : undefined;
-      if (isBacked(v)) return this.backedReply(node, path, v, await this.openBacking(ctx, path, v, flags, 0, false), flags);
+      await this.checkShareable(ctx, path, v);
+      if (isBacked(v)) return this.backedReply(ino, path, v, await this.openBacking(ctx, path, v, flags, 0, false), flags);
+      if (this.table.share && this.writable(flags) && this.snapshotWrites && !h.write) {
+        await h.release?.(path, isOpened(v) ? v.handle : v, ctx);
+        throw new FuseError("EACCES", sharedSnapshotWrite(path));
+      }
       if (this.writable(flags) && !writes) {
         await h.release?.(path, isOpened(v) ? v.handle : v, ctx);
         throw new FuseError("EACCES", "read-only file (no write/writeFile handler; open can return backed())");
       }
-      const handle = this.newHandle(node, path, isOpened(v) ? v.handle : v, flags);
+      const handle = this.newHandle(ino, path, isOpened(v) ? v.handle : v, flags);
       const snapshotWrite = this.writable(flags) && this.snapshotWrites;
       handle.snapshot = this.snapshotReads || snapshotWrite;
       if (handle.snapshot) {
         if (flags & O_TRUNC && snapshotWrite) handle.data = new Uint8Array(0);
         else if ((flags & O_ACCMODE) !== O_WRONLY) await this.load(handle, ctx);
       }
-      const reply = this.openFlags(v, handle.snapshot && node.dynamic);
+      const reply = this.openFlags(v, handle.snapshot && (this.table.flags(ino) & DYNAMIC) !== 0);
       reply.fh = this.register(handle);
       return reply;
     } finally {
-      node.opens--;
+      this.table.unhold(ino);
     }
   }
 
@@ -734,11 +757,20 @@ export class PathFS implements InodeFS {
   }
 
   /** Register a backed open file; its reply names the descriptor (served natively). */
-  private backedReply(node: Node, path: string, b: Backed, file: BackingFile, flags: number): OpenReply {
-    const handle = this.newHandle(node, path, b.handle, flags);
+  private backedReply(ino: number, path: string, b: Backed, file: BackingFile, flags: number): OpenReply {
+    const handle = this.newHandle(ino, path, b.handle, flags);
     handle.backing = file;
-    const fh = this.register(handle);
-    (node.backed ??= []).push(handle);
+    let fh: number;
+    try {
+      fh = this.register(handle);
+    } catch (e) {
+      file.close();
+      throw e;
+    }
+    let list = this.backedOf.get(ino);
+    if (!list) this.backedOf.set(ino, (list = []));
+    list.push(handle);
+    this.table.setBackedFd(ino, file.fd);
     return { fh, backingFd: file.fd, directIo: b.directIo ?? this.options.directIo, keepCache: b.keepCache ?? this.options.keepCache };
   }
 
@@ -762,7 +794,7 @@ export class PathFS implements InodeFS {
     if (handle.data || handle.blob) return; // loaded concurrently
     if (c instanceof Blob && !this.writable(handle.flags)) {
       handle.blob = c;
-      handle.node.openedSize = c.size;
+      this.table.setOpenedSize(handle.ino, c.size);
       return;
     }
     const bytes = await contentBytes(c, `readFile(${JSON.stringify(handle.path)})`);
@@ -770,7 +802,7 @@ export class PathFS implements InodeFS {
     // A private copy when writable (the handler may keep returning the same buffer).
     handle.data = this.writable(handle.flags) ? new Uint8Array(bytes) : bytes;
     handle.length = bytes.length;
-    handle.node.openedSize = bytes.length;
+    this.table.setOpenedSize(handle.ino, bytes.length);
   }
 
   private resize(handle: FileHandle, size: number): void {
@@ -787,7 +819,7 @@ export class PathFS implements InodeFS {
   }
 
   private fileHandle(fh: number): FileHandle {
-    const handle = this.handles.get(fh);
+    const handle = this.handleOf(fh);
     if (!handle || handle.kind !== "file") throw new FuseError("EBADF");
     return handle;
   }
@@ -852,7 +884,7 @@ export class PathFS implements InodeFS {
   }
 
   async flush(ctx: RequestContext, _ino: number, fh: number, _lockOwner = 0n): Promise<void> {
-    const handle = this.handles.get(fh);
+    const handle = this.handleOf(fh);
     if (!handle || handle.kind !== "file") return;
     // `echo x > f` in a shell: open(O_TRUNC), dup2 + close (FLUSH), write, close (FLUSH). Saving
     // the empty intermediate state would hand writeFile an empty file first; a truncation
@@ -862,7 +894,7 @@ export class PathFS implements InodeFS {
   }
 
   async fsync(ctx: RequestContext, _ino: number, fh: number, datasync: boolean): Promise<void> {
-    const handle = this.handles.get(fh);
+    const handle = this.handleOf(fh);
     if (!handle || handle.kind !== "file") return;
     // Like the native plane, which answers FSYNC itself: the handler is not called.
     if (handle.backing) return handle.backing.sync(datasync);
@@ -871,31 +903,34 @@ export class PathFS implements InodeFS {
   }
 
   async release(ctx: RequestContext, _ino: number, fh: number, _flags = 0): Promise<void> {
-    const handle = this.handles.get(fh);
+    const handle = this.handleOf(fh);
     if (!handle || handle.kind !== "file") return;
     try {
       await this.save(handle, ctx); // writes without a flush (e.g. through mmap)
       await this.handlers.release?.(handle.path, handle.value, ctx);
     } finally {
-      this.handles.delete(fh);
-      handle.node.opens--;
       if (handle.backing) {
-        const b = handle.node.backed!;
-        b.splice(b.indexOf(handle), 1);
-        if (b.length === 0) handle.node.backed = null;
+        const b = this.backedOf.get(handle.ino);
+        const i = b ? b.indexOf(handle) : -1;
+        if (i >= 0) b!.splice(i, 1);
+        if (b && b.length === 0) this.backedOf.delete(handle.ino);
+        const newest = b && b.length ? b[b.length - 1]!.backing!.fd : -1;
+        this.table.setBackedFd(handle.ino, newest, handle.backing.fd);
         handle.backing.close(); // after the handler's release: whoever opened it closes it
       }
-      this.maybeDrop(handle.node);
+      this.unregister(fh, handle);
     }
   }
 
   async create(ctx: RequestContext, parent: number, name: string, mode: number, umask: number, flags: number): Promise<CreateReply> {
     checkName(name);
-    const p = this.node(parent);
     const h = this.handlers;
-    const path = joinPath(p.path, name);
+    const path = joinPath(this.nodePath(parent), name);
     let v: unknown;
-    if (h.create) v = await h.create(path, mode & ~umask & 0o7777, flags, ctx);
+    if (h.create) {
+      v = await h.create(path, mode & ~umask & 0o7777, flags, ctx);
+      await this.checkShareable(ctx, path, v);
+    }
     // Without a create handler, writeFile creates: the new file starts empty (so getattr can
     // find it) and gets its content when the writer closes it.
     else if (h.writeFile) await h.writeFile(path, Buffer.alloc(0), ctx);
@@ -905,7 +940,7 @@ export class PathFS implements InodeFS {
       const file = await this.openBacking(ctx, path, v, flags, mode & ~umask, true);
       let entry: Entry;
       try {
-        entry = await this.newEntry(ctx, p, name);
+        entry = await this.newEntry(ctx, parent, name);
       } catch (e) {
         try {
           await h.release?.(path, v.handle, ctx);
@@ -914,11 +949,10 @@ export class PathFS implements InodeFS {
         }
         throw e;
       }
-      return { entry, open: this.backedReply(this.node(entry.ino), path, v, file, flags) };
+      return { entry, open: this.backedReply(entry.ino, path, v, file, flags) };
     }
-    const entry = await this.newEntry(ctx, p, name);
-    const node = this.node(entry.ino);
-    const handle = this.newHandle(node, path, isOpened(v) ? v.handle : v, flags);
+    const entry = await this.newEntry(ctx, parent, name);
+    const handle = this.newHandle(entry.ino, path, isOpened(v) ? v.handle : v, flags);
     handle.snapshot = (this.writable(flags) && this.snapshotWrites) || this.snapshotReads;
     if (handle.snapshot) handle.data = new Uint8Array(0);
     const open = this.openFlags(v, handle.snapshot && this.snapshotReads);
@@ -929,8 +963,7 @@ export class PathFS implements InodeFS {
   // ---- directories ---------------------------------------------------------------------------------
 
   opendir(_ctx: RequestContext, ino: number, _flags = 0): number {
-    const node = this.node(ino);
-    return this.register({ kind: "dir", node, path: node.path, entries: [], iterator: null, done: false });
+    return this.register({ kind: "dir", ino, serial: 0, path: this.nodePath(ino), entries: [], iterator: null, done: false });
   }
 
   private async startListing(d: DirHandle, ctx: RequestContext): Promise<void> {
@@ -964,12 +997,12 @@ export class PathFS implements InodeFS {
 
   // Offsets: "." = 1, ".." = 2, entries[i] = i + 3 (the cookie to continue *after* an entry).
   async readdir(ctx: RequestContext, ino: number, fh: number, offset: number, filler: DirFiller): Promise<void> {
-    const d = this.handles.get(fh);
+    const d = this.handleOf(fh);
     if (!d || d.kind !== "dir") throw new FuseError("EBADF");
-    const node = this.node(ino);
+    this.nodePath(ino);
     const dirAttr = (i: number): Attr => toAttr({ type: "dir" }, "/", i, this.defaults);
-    if (offset < 1 && !filler.add(".", 1, { ino: 0, attr: dirAttr(node.ino) })) return;
-    if (offset < 2 && !filler.add("..", 2, { ino: 0, attr: dirAttr(node.parent?.ino ?? node.ino) })) return;
+    if (offset < 1 && !filler.add(".", 1, { ino: 0, attr: dirAttr(ino) })) return;
+    if (offset < 2 && !filler.add("..", 2, { ino: 0, attr: dirAttr(this.table.parentOf(ino) || ino) })) return;
     const seen = new Set<string>();
     for (let i = Math.max(0, offset - 2); await this.fetch(d, i, ctx); i++) {
       const e = d.entries[i]!;
@@ -984,35 +1017,34 @@ export class PathFS implements InodeFS {
       if (typeof e === "object" && (e.mode !== undefined || e.type !== undefined || e.size !== undefined || e.target !== undefined)) {
         // Attributes given: a complete READDIRPLUS entry (one lookup reference if accepted).
         const { name: _n, ...st } = e;
-        const existing = node.children.get(name);
         const dynamic = this.snapshotReads && !hasSize(st) && typeOf(st, path) === S_IFREG;
         if (filler.plus && !dynamic) {
-          const child = this.child(node, name);
-          const attr = applySize(toAttr(st, path, child.ino, this.defaults), this.backedSize(child));
-          if (!filler.add(name, i + 3, { ino: child.ino, attr })) {
-            this.maybeDrop(child);
-            return;
+          const child = this.table.hold(ino, name);
+          try {
+            const attr = applySize(toAttr(st, path, child, this.defaults), this.backedSize(child));
+            if (!filler.add(name, i + 3, { ino: child, attr })) return;
+            this.table.addLookup(child, 1);
+          } finally {
+            this.table.unhold(child);
           }
-          child.nlookup++;
           continue;
         }
-        const attr = toAttr(st, path, existing?.ino ?? pseudoIno(path), this.defaults, dynamic ? 0 : undefined);
+        const existing = this.table.childOf(ino, name);
+        const attr = toAttr(st, path, existing ?? pseudoIno(path), this.defaults, dynamic ? 0 : undefined);
         if (!filler.add(name, i + 3, { ino: 0, attr })) return;
         continue;
       }
       // A bare name: type unknown (DT_UNKNOWN); the kernel looks it up when it needs it.
-      const attr = toAttr({ mode: 0 }, path, node.children.get(name)?.ino ?? pseudoIno(path), this.defaults);
+      const attr = toAttr({ mode: 0 }, path, this.table.childOf(ino, name) ?? pseudoIno(path), this.defaults);
       attr.mode = 0;
       if (!filler.add(name, i + 3, { ino: 0, attr })) return;
     }
   }
 
   async releasedir(_ctx: RequestContext, _ino: number, fh: number): Promise<void> {
-    const d = this.handles.get(fh);
+    const d = this.handleOf(fh);
     if (!d || d.kind !== "dir") return;
-    this.handles.delete(fh);
-    d.node.opens--;
-    this.maybeDrop(d.node);
+    this.unregister(fh, d);
     if (d.iterator && !d.done) await d.iterator.return?.();
   }
 
@@ -1020,34 +1052,73 @@ export class PathFS implements InodeFS {
 
   async statfs(ctx: RequestContext, ino: number): Promise<Statfs> {
     if (!this.handlers.statfs) return defaultStatfs;
-    const s = await this.handlers.statfs(this.nodes.get(ino)?.path ?? "/", ctx);
+    const s = await this.handlers.statfs(this.table.pathOf(ino) ?? "/", ctx);
     return { ...defaultStatfs, ...s };
   }
 
   async access(ctx: RequestContext, ino: number, mask: number): Promise<void> {
-    if (this.handlers.access) await this.handlers.access(this.node(ino).path, mask, ctx);
+    if (this.handlers.access) await this.handlers.access(this.nodePath(ino), mask, ctx);
   }
 
   async getxattr(ctx: RequestContext, ino: number, name: string): Promise<string | Uint8Array> {
     if (!this.handlers.getxattr) throw new FuseError("ENOTSUP");
-    const v = await this.handlers.getxattr(this.node(ino).path, name, ctx);
+    const v = await this.handlers.getxattr(this.nodePath(ino), name, ctx);
     if (v === null || v === undefined) throw new FuseError("ENODATA");
     return v;
   }
 
   async setxattr(ctx: RequestContext, ino: number, name: string, value: Uint8Array, flags: number): Promise<void> {
     if (!this.handlers.setxattr) throw new FuseError("ENOTSUP");
-    await this.handlers.setxattr(this.node(ino).path, name, Buffer.from(value), flags, ctx);
+    await this.handlers.setxattr(this.nodePath(ino), name, Buffer.from(value), flags, ctx);
   }
 
   async listxattr(ctx: RequestContext, ino: number): Promise<string[]> {
     if (!this.handlers.listxattr) return [];
-    return this.handlers.listxattr(this.node(ino).path, ctx);
+    return this.handlers.listxattr(this.nodePath(ino), ctx);
   }
 
   async removexattr(ctx: RequestContext, ino: number, name: string): Promise<void> {
     if (!this.handlers.removexattr) throw new FuseError("ENOTSUP");
-    await this.handlers.removexattr(this.node(ino).path, name, ctx);
+    await this.handlers.removexattr(this.nodePath(ino), name, ctx);
+  }
+
+  // ---- threads: "stateless" (every CPU runs a PathFS of its own over one shared table) --------------
+
+  /**
+   * True once this PathFS serves from a shared table: copies of it on other threads answer
+   * alike (same node ids, same handles), which the engine's copies mode asks of a filesystem.
+   */
+  get replicable(): boolean {
+    return this.table.share !== null;
+  }
+
+  /**
+   * The engine's copies plan (today's `--workers`/auto mechanism): a script that declared
+   * `threads: "stateless"` is loaded by every worker thread, whose PathFS joins this one's node
+   * table (the SharedArrayBuffers in `shared`); FORGET is applied once, here. Null (one thread,
+   * as without the declaration) when not declared, not loaded from a script file, already
+   * serving, or when the handlers keep written data in one thread (writeFile snapshots).
+   */
+  copies(): CopiesPlan | null {
+    if (this.threads !== "stateless" || !this.scriptSource) return null;
+    if (this.snapshotWrites && !(this as { [TREE_MARK]?: boolean })[TREE_MARK]) {
+      console.error(`fuse-uring: ${this.scriptSource.path}: threads: "stateless" is ignored (one thread): files are written through writeFile, whose open-file snapshot lives in one thread; give a write() handler or return backed() from open to serve on every CPU`);
+      return null;
+    }
+    if (!this.table.share) {
+      if (this.table.count !== 1 || this.handles.size !== 0) return null; // already serving: ids counted here
+      this.table = new SharedNodes(createPathTable(), 0);
+    }
+    const src = this.scriptSource;
+    return { module: src.path, args: src.args, mountpoint: src.mountpoint, shared: this.table.share as PathTableShare, sharedState: true };
+  }
+
+  /** A worker's copy (lib/script.ts, given CopiesPlan.shared): serve from the shared table. */
+  joinShare(share: unknown): boolean {
+    if (!isPathTableShare(share)) return false;
+    if (this.table.count !== 1 || this.handles.size !== 0) throw new Error("joinShare: this PathFS is already serving");
+    this.table = new SharedNodes(share, 0);
+    return true;
   }
 
   // ---- backed handles without the native data plane; ioctl, poll ------------------------------------
@@ -1103,7 +1174,7 @@ export class PathFS implements InodeFS {
   /** Present only when the handlers have ioctl (see the constructor). */
   async ioctl(ctx: RequestContext, ino: number, fh: number, cmd: number, _arg: bigint, data: Uint8Array, outSize: number, _flags: number): Promise<IoctlReply> {
     const handle = this.handles.get(fh);
-    const path = handle?.path ?? this.node(ino).path;
+    const path = handle?.path ?? this.nodePath(ino);
     const value = handle?.kind === "file" ? handle.value : undefined;
     const r = await this.handlers.ioctl!(path, cmd, Buffer.from(data), outSize, value, ctx);
     if (r === undefined || r === null) return 0;
@@ -1116,7 +1187,7 @@ export class PathFS implements InodeFS {
   /** Present only when the handlers have poll (see the constructor). */
   async poll(ctx: RequestContext, ino: number, fh: number, kh: bigint | null, events: number): Promise<number> {
     const handle = this.handles.get(fh);
-    const path = handle?.path ?? this.node(ino).path;
+    const path = handle?.path ?? this.nodePath(ino);
     const value = handle?.kind === "file" ? handle.value : undefined;
     const notify = this.info?.notify;
     let woken = false;
@@ -1141,7 +1212,7 @@ export class PathFS implements InodeFS {
    */
   adopt(old: PathFS): void {
     const self = this as unknown as Record<string, unknown>;
-    for (const key of ["nodes", "root", "nextIno", "handles", "nextFh", "busy", "pendingNotes", "notifier"]) {
+    for (const key of ["table", "handles", "backedOf", "busy", "pendingNotes", "notifier"]) {
       self[key] = (old as unknown as Record<string, unknown>)[key];
       Object.defineProperty(old, key, { get: () => self[key], set: (v) => void (self[key] = v), configurable: true });
     }
@@ -1150,17 +1221,12 @@ export class PathFS implements InodeFS {
 
   /** Nodes the kernel holds (or has open) under their current paths: what a reload compares. */
   knownNodes(): { ino: number; path: string; parent: number; name: string }[] {
-    const out: { ino: number; path: string; parent: number; name: string }[] = [];
-    for (const n of this.nodes.values()) {
-      if (n.stalePath === null && (n === this.root || n.parent)) out.push({ ino: n.ino, path: n.path, parent: n.parent?.ino ?? 0, name: n.name });
-    }
-    return out;
+    return this.table.known();
   }
 
   /** A name vanished (or changed type) in a reload: detach its node as unlink does. */
   dropName(parent: number, name: string): void {
-    const p = this.nodes.get(parent);
-    if (p) this.detach(p, name);
+    this.table.detach(parent, name);
   }
 
   /**
@@ -1196,6 +1262,34 @@ function pseudoIno(path: string): number {
     h = Math.imul(h, 0x01000193);
   }
   return 2 ** 40 + (h >>> 0);
+}
+
+/** Why a handle value cannot go to other threads as JSON (null: it can). */
+function unshareable(v: unknown): string | null {
+  if (v === undefined || v === null || typeof v === "number" || typeof v === "string" || typeof v === "boolean") return null;
+  if (typeof v !== "object") return describe(v);
+  const proto = Object.getPrototypeOf(v);
+  if (!Array.isArray(v) && proto !== Object.prototype && proto !== null) return describe(v);
+  try {
+    if (JSON.stringify(v) === undefined) return describe(v);
+  } catch (e) {
+    return `${describe(v)} (${e instanceof Error ? e.message : String(e)})`;
+  }
+  return null;
+}
+
+/** What other threads need to serve a handle they did not open (shared tables). */
+function recordOf(h: Handle): HandleRecord {
+  if (h.kind === "dir") return { dir: true, ino: h.ino, flags: 0, snapshot: false, fd: -1, owned: false, writable: false, value: undefined, owner: 0 };
+  const b = h.backing;
+  return {
+    dir: false, ino: h.ino, flags: h.flags, snapshot: h.snapshot, fd: b ? b.fd : -1, owned: b ? b.owned : false, writable: b ? b.writable : false,
+    value: h.value === undefined ? undefined : JSON.stringify(h.value), owner: 0,
+  };
+}
+
+function sharedSnapshotWrite(path: string): string {
+  return `${JSON.stringify(path)}: threads: "stateless" cannot write through writeFile (the open file's snapshot would live in one thread); give a write() handler or return backed() from open`;
 }
 
 function okNotify(rc: number): boolean {

@@ -163,6 +163,8 @@ export interface StatfsLike {
  * `read` wins over `readFile`, `write` over `writeFile`; a backed open file uses none of them.
  */
 export interface PathHandlers<H = any> {
+  /** See PathFSOptions.threads. */
+  threads?: "single" | "stateless";
   init?(info: InitInfo): void | Promise<void>;
   destroy?(): void | Promise<void>;
 
@@ -236,6 +238,13 @@ export interface PathHandlers<H = any> {
 export type IoctlResult = number | Uint8Array | { result?: number; data?: Uint8Array };
 
 export interface PathFSOptions {
+  /**
+   * "stateless": the handlers keep no per-instance state, or keep it where every thread sees it
+   * (files, a database, SharedArrayBuffers), so a script mounted with `fuse-uring mount` is served
+   * by a thread per CPU, each loading the script itself, over one shared node table. "single"
+   * (the default): one thread. Also accepted as a `threads` property of the handlers object.
+   */
+  threads?: "single" | "stateless";
   /** Seconds the kernel caches names (default: the mount option). */
   entryTtl?: number;
   /** Seconds the kernel caches attributes (default: the mount option). */

@@ -71,8 +71,11 @@ export const AUTO_MAX = 8;
  * state and `replicable: true` means stateless (the older spellings of the same thing).
  */
 export function declaredThreads(fs: InodeFS): ThreadSupport {
+  if (typeof fs.threads === "object") return fs.threads;
+  // copies() names the shared state its copies need: it wins over a plain "stateless" (a
+  // paths() script's PathFS is "stateless" and shares its node table through copies()).
+  if (typeof fs.copies === "function" && fs.threads !== "single") return { shared: () => fs.copies!() };
   if (fs.threads !== undefined) return fs.threads;
-  if (typeof fs.copies === "function") return { shared: () => fs.copies!() };
   if (fs.replicable === true) return "stateless";
   return "single";
 }
@@ -108,7 +111,7 @@ export function planThreads(input: PlanInput): ThreadPlan {
       input.log(`fuse-uring: the filesystem cannot run as copies (${e instanceof Error ? e.message : String(e)}); forwarding to this thread instead`);
     }
     if (plan) {
-      module = { path: plan.module, args: plan.args ?? [], shared: plan.shared };
+      module = { path: plan.module, args: plan.args ?? [], mountpoint: plan.mountpoint, shared: plan.shared };
       sharedState = plan.sharedState === true;
     }
   }
