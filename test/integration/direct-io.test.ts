@@ -11,7 +11,7 @@
 
 import { afterAll, describe, expect } from "bun:test";
 import { randomBytes } from "node:crypto";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, readdirSync, readlinkSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import {
   BUN, CLI, PYTHON, REPO, TRANSPORTS, cleanupAfterEach, fmt, fuseTest, readStats, run, startDaemon, transportHooks, type Stats,
@@ -136,5 +136,44 @@ for (const transport of TRANSPORTS) {
       expect(num(s, "nativeDirect")).toBeGreaterThanOrEqual(6);
       expect(num(s, "nativeErrors")).toBe(0);
     });
+
+    for (const mode of ["path", "fd"]) {
+      fuseTest(`backed() files (${mode}): O_DIRECT reaches the backing file, unaligned requests fall back, the reopen is closed at release`, async () => {
+        const src = diskSource();
+        const log = join(src, "..", `${src.split("/").pop()}.release.log`);
+        const stats = join(src, "..", `${src.split("/").pop()}.stats.json`);
+        sources.push(log, stats);
+        writeFileSync(log, "");
+        const data = randomBytes(4 * MiB);
+        writeFileSync(join(src, "img"), data);
+        const d = await startDaemon(["--transport", transport, "--stats-file", stats], {
+          command: (mnt, args) => [BUN, CLI, "mount", join(REPO, "test/fixtures/backed-fs.ts"), mnt, ...args],
+          env: { BACKED_SRC: src, BACKED_MODE: mode, BACKED_LOG: log },
+        });
+        expect((await py(["evict", join(src, "img")])).split(" ")[0]).toBe("0");
+        expect(await py(["read", `${d.mnt}/img`, String(64 * 1024)])).toBe(String(data.length));
+        const r = await resident(join(src, "img"));
+        expect(r.pages, `backing pages cached after a 4 MiB O_DIRECT read through backed(): ${r.pages}/${r.total}`).toBeLessThanOrEqual(16);
+        expect(await py(["pread", `${d.mnt}/img`, "4097", "100"])).toBe(data.subarray(4097, 4197).toString("hex"));
+        const s = await readStats(stats, { until: (x) => num(x, "directFallbacks") >= 1 && num(x, "nativeDirect") >= 64 });
+        expect(num(s, "directFallbacks")).toBeGreaterThanOrEqual(1);
+        expect(op(s, "READ"), "no READ reached JS").toBe(0);
+        // Every descriptor of the image (the layer's or handler's, and the table's O_DIRECT reopen) is closed after the last close.
+        const deadline = Date.now() + 5000;
+        let held: string[] = [];
+        for (;;) {
+          held = readdirSync(`/proc/${d.proc.pid}/fd`).flatMap((fd) => {
+            try {
+              return readlinkSync(`/proc/${d.proc.pid}/fd/${fd}`) === join(src, "img") ? [fd] : [];
+            } catch {
+              return [];
+            }
+          });
+          if (!held.length || Date.now() > deadline) break;
+          await new Promise((res) => setTimeout(res, 100));
+        }
+        expect(held, "descriptors of the image the daemon still holds after every close").toEqual([]);
+      });
+    }
   });
 }
