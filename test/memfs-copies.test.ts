@@ -8,7 +8,7 @@
 import { describe, expect, test } from "bun:test";
 import { join } from "node:path";
 import { MemFS, memfs, type MemShared } from "../lib/fs/memfs.ts";
-import type { RequestContext } from "../lib/fs/types.ts";
+import type { OpenReply, RequestContext } from "../lib/fs/types.ts";
 import { S_IFREG } from "../lib/fs/types.ts";
 import { Errno, FuseError } from "../lib/fs/errors.ts";
 import { FailStopError } from "../lib/shared/fail-stop.ts";
@@ -249,6 +249,7 @@ describe("memfs over one shared state", () => {
 });
 
 describe("memfs views: locks and O_TMPFILE are shared state", () => {
+  const fhOf = (o: OpenReply | number): number => (typeof o === "number" ? o : o.fh);
   const F_RDLCK = 0, F_WRLCK = 1, F_UNLCK = 2;
   const lockOf = (start: number, end: number, type: number) => ({ start, end, type, pid: 7 });
 
@@ -256,12 +257,12 @@ describe("memfs views: locks and O_TMPFILE are shared state", () => {
     const a = memfs({ maxBytes: 1 << 20, maxInodes: 100 });
     const b = MemFS.view(structuredClone(a.copies()!.shared) as MemShared);
     const { entry, open } = a.create(ctx, ROOT, "f", 0o644, 0, 2);
-    const fhB = b.open(ctx, entry.ino, 2).fh;
-    a.setlk(ctx, entry.ino, open.fh, 1n, lockOf(0, 99, F_WRLCK), false);
+    const fhB = fhOf(b.open(ctx, entry.ino, 2));
+    a.setlk(ctx, entry.ino, fhOf(open), 1n, lockOf(0, 99, F_WRLCK), false);
     expect(errnoOf(() => b.setlk(ctx, entry.ino, fhB, 2n, lockOf(50, 60, F_RDLCK), false))).toBe(Errno.EAGAIN);
     expect(b.getlk(ctx, entry.ino, fhB, 2n, lockOf(0, 10, F_RDLCK))).toMatchObject({ type: F_WRLCK, start: 0, end: 99 });
     b.flush(ctx, entry.ino, fhB, 1n); // owner 1 closes a descriptor (in any thread)
-    expect(a.getlk(ctx, entry.ino, open.fh, 2n, lockOf(0, 10, F_RDLCK)).type).toBe(F_UNLCK);
+    expect(a.getlk(ctx, entry.ino, fhOf(open), 2n, lockOf(0, 10, F_RDLCK)).type).toBe(F_UNLCK);
     b.setlk(ctx, entry.ino, fhB, 2n, lockOf(50, 60, F_RDLCK), false);
   });
 
@@ -269,10 +270,10 @@ describe("memfs views: locks and O_TMPFILE are shared state", () => {
     const a = memfs({ maxBytes: 1 << 20, maxInodes: 100 });
     const b = MemFS.view(structuredClone(a.copies()!.shared) as MemShared);
     const { entry, open } = a.create(ctx, ROOT, "f", 0o644, 0, 2);
-    const fhB = b.open(ctx, entry.ino, 2).fh;
-    a.flock(ctx, entry.ino, open.fh, 10n, F_WRLCK, false);
+    const fhB = fhOf(b.open(ctx, entry.ino, 2));
+    a.flock(ctx, entry.ino, fhOf(open), 10n, F_WRLCK, false);
     expect(errnoOf(() => b.flock(ctx, entry.ino, fhB, 11n, F_RDLCK, false))).toBe(Errno.EAGAIN);
-    b.release(ctx, entry.ino, open.fh, 0); // the open file goes away (released by another thread)
+    b.release(ctx, entry.ino, fhOf(open), 0); // the open file goes away (released by another thread)
     b.flock(ctx, entry.ino, fhB, 11n, F_RDLCK, false);
   });
 
@@ -280,15 +281,15 @@ describe("memfs views: locks and O_TMPFILE are shared state", () => {
     const a = memfs({ maxBytes: 1 << 20, maxInodes: 100, lockBoundMs: 200 });
     const b = MemFS.view(structuredClone(a.copies()!.shared) as MemShared);
     const { entry, open } = a.create(ctx, ROOT, "f", 0o644, 0, 2);
-    const fhB = b.open(ctx, entry.ino, 2).fh;
-    a.setlk(ctx, entry.ino, open.fh, 1n, lockOf(0, 9, F_WRLCK), false);
+    const fhB = fhOf(b.open(ctx, entry.ino, 2));
+    a.setlk(ctx, entry.ino, fhOf(open), 1n, lockOf(0, 9, F_WRLCK), false);
     let got = false;
     const waiting = Promise.resolve(b.setlk({ ...ctx, signal: new AbortController().signal } as RequestContext, entry.ino, fhB, 2n, lockOf(0, 9, F_WRLCK), true)).then(() => (got = true));
     await Bun.sleep(300); // longer than lockBoundMs: a held mutex would make these fail-stop
     expect(got).toBe(false);
     a.mknod(ctx, ROOT, "other", 0o100644, 0, 0);
     expect(b.lookup(ctx, ROOT, "other").attr.nlink).toBe(1);
-    a.setlk(ctx, entry.ino, open.fh, 1n, lockOf(0, 9, F_UNLCK), false);
+    a.setlk(ctx, entry.ino, fhOf(open), 1n, lockOf(0, 9, F_UNLCK), false);
     await waiting;
     expect(got).toBe(true);
   });
@@ -303,7 +304,7 @@ describe("memfs views: locks and O_TMPFILE are shared state", () => {
     b.unlink(ctx, ROOT, "named");
     // Linked once: an ordinary unlinked file now, not linkable again.
     expect(errnoOf(() => a.link(ctx, entry.ino, ROOT, "again"))).toBe(Errno.ENOENT);
-    a.release(ctx, entry.ino, open.fh, 0);
+    a.release(ctx, entry.ino, fhOf(open), 0);
     a.forget(entry.ino, 2);
     expect(b.has(entry.ino)).toBe(false);
   });
