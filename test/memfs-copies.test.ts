@@ -8,7 +8,7 @@
 import { describe, expect, test } from "bun:test";
 import { join } from "node:path";
 import { MemFS, memfs, type MemShared } from "../lib/fs/memfs.ts";
-import type { RequestContext } from "../lib/fs/types.ts";
+import type { OpenReply, RequestContext } from "../lib/fs/types.ts";
 import { S_IFREG } from "../lib/fs/types.ts";
 import { Errno, FuseError } from "../lib/fs/errors.ts";
 import { FailStopError } from "../lib/shared/fail-stop.ts";
@@ -245,5 +245,83 @@ describe("memfs over one shared state", () => {
     const views = Array.from({ length: 8 }, () => MemFS.view(structuredClone(plan.shared) as MemShared));
     for (const v of views) expect(v.lookup(ctx, ROOT, "n1999").attr.size).toBe(0);
     expect(size()).toBe(before);
+  });
+});
+
+describe("memfs views: locks and O_TMPFILE are shared state", () => {
+  const fhOf = (o: OpenReply | number): number => (typeof o === "number" ? o : o.fh);
+  const F_RDLCK = 0, F_WRLCK = 1, F_UNLCK = 2;
+  const lockOf = (start: number, end: number, type: number) => ({ start, end, type, pid: 7 });
+
+  test("a POSIX lock set through one view conflicts in another; flush ends it everywhere", () => {
+    const a = memfs({ maxBytes: 1 << 20, maxInodes: 100 });
+    const b = MemFS.view(structuredClone(a.copies()!.shared) as MemShared);
+    const { entry, open } = a.create(ctx, ROOT, "f", 0o644, 0, 2);
+    const fhB = fhOf(b.open(ctx, entry.ino, 2));
+    a.setlk(ctx, entry.ino, fhOf(open), 1n, lockOf(0, 99, F_WRLCK), false);
+    expect(errnoOf(() => b.setlk(ctx, entry.ino, fhB, 2n, lockOf(50, 60, F_RDLCK), false))).toBe(Errno.EAGAIN);
+    expect(b.getlk(ctx, entry.ino, fhB, 2n, lockOf(0, 10, F_RDLCK))).toMatchObject({ type: F_WRLCK, start: 0, end: 99 });
+    b.flush(ctx, entry.ino, fhB, 1n); // owner 1 closes a descriptor (in any thread)
+    expect(a.getlk(ctx, entry.ino, fhOf(open), 2n, lockOf(0, 10, F_RDLCK)).type).toBe(F_UNLCK);
+    b.setlk(ctx, entry.ino, fhB, 2n, lockOf(50, 60, F_RDLCK), false);
+  });
+
+  test("flock locks end with the release of their fh, in any view", () => {
+    const a = memfs({ maxBytes: 1 << 20, maxInodes: 100 });
+    const b = MemFS.view(structuredClone(a.copies()!.shared) as MemShared);
+    const { entry, open } = a.create(ctx, ROOT, "f", 0o644, 0, 2);
+    const fhB = fhOf(b.open(ctx, entry.ino, 2));
+    a.flock(ctx, entry.ino, fhOf(open), 10n, F_WRLCK, false);
+    expect(errnoOf(() => b.flock(ctx, entry.ino, fhB, 11n, F_RDLCK, false))).toBe(Errno.EAGAIN);
+    b.release(ctx, entry.ino, fhOf(open), 0); // the open file goes away (released by another thread)
+    b.flock(ctx, entry.ino, fhB, 11n, F_RDLCK, false);
+  });
+
+  test("a waiting SETLKW does not hold the state's mutex; an unlock in another view wakes it", async () => {
+    const a = memfs({ maxBytes: 1 << 20, maxInodes: 100, lockBoundMs: 200 });
+    const b = MemFS.view(structuredClone(a.copies()!.shared) as MemShared);
+    const { entry, open } = a.create(ctx, ROOT, "f", 0o644, 0, 2);
+    const fhB = fhOf(b.open(ctx, entry.ino, 2));
+    a.setlk(ctx, entry.ino, fhOf(open), 1n, lockOf(0, 9, F_WRLCK), false);
+    let got = false;
+    const waiting = Promise.resolve(b.setlk({ ...ctx, signal: new AbortController().signal } as RequestContext, entry.ino, fhB, 2n, lockOf(0, 9, F_WRLCK), true)).then(() => (got = true));
+    await Bun.sleep(300); // longer than lockBoundMs: a held mutex would make these fail-stop
+    expect(got).toBe(false);
+    a.mknod(ctx, ROOT, "other", 0o100644, 0, 0);
+    expect(b.lookup(ctx, ROOT, "other").attr.nlink).toBe(1);
+    a.setlk(ctx, entry.ino, fhOf(open), 1n, lockOf(0, 9, F_UNLCK), false);
+    await waiting;
+    expect(got).toBe(true);
+  });
+
+  test("an O_TMPFILE node made in one view is linkable once from another (a node flag, not per thread)", () => {
+    const a = memfs({ maxBytes: 1 << 20, maxInodes: 100 });
+    const b = MemFS.view(structuredClone(a.copies()!.shared) as MemShared);
+    const { entry, open } = a.tmpfile(ctx, ROOT, 0o644, 0o022, 2);
+    expect(entry.attr.nlink).toBe(0);
+    expect(entry.attr.mode).toBe(S_IFREG | 0o644);
+    expect(b.link(ctx, entry.ino, ROOT, "named").attr.nlink).toBe(1);
+    b.unlink(ctx, ROOT, "named");
+    // Linked once: an ordinary unlinked file now, not linkable again.
+    expect(errnoOf(() => a.link(ctx, entry.ino, ROOT, "again"))).toBe(Errno.ENOENT);
+    a.release(ctx, entry.ino, fhOf(open), 0);
+    a.forget(entry.ino, 2);
+    expect(b.has(entry.ino)).toBe(false);
+  });
+
+  test("a failing tmpfile changes nothing (out of inodes, removed directory)", () => {
+    const a = memfs({ maxBytes: 1 << 20, maxInodes: 3 });
+    const b = MemFS.view(structuredClone(a.copies()!.shared) as MemShared);
+    const d = a.mkdir(ctx, ROOT, "d", 0o755, 0);
+    a.rmdir(ctx, ROOT, "d");
+    let before = a.dumpState();
+    expect(errnoOf(() => b.tmpfile(ctx, d.ino, 0o644, 0, 2))).toBe(Errno.ENOENT);
+    expect(a.dumpState()).toBe(before);
+    a.forget(d.ino, 1);
+    a.tmpfile(ctx, ROOT, 0o644, 0, 2);
+    a.tmpfile(ctx, ROOT, 0o644, 0, 2);
+    before = a.dumpState();
+    expect(errnoOf(() => b.tmpfile(ctx, ROOT, 0o644, 0, 2))).toBe(Errno.ENOSPC);
+    expect(a.dumpState()).toBe(before);
   });
 });

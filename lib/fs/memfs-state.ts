@@ -21,6 +21,8 @@
 // - handles (Slab): open file/directory handles (fh = slot): node and flags.
 // - arena: names, symlink targets, xattr sets, directory lists.
 // - pages: file bytes (lib/shared/pages.ts).
+// - locks: the POSIX/OFD/flock lock table (locks.ts; its own mutex: a blocking lock request
+//   waits without holding the state's mutex).
 //
 // Every growable buffer is reserved up front (virtual space only) and shared when the state is
 // made, so a thread that starts later sees every byte.
@@ -31,6 +33,7 @@ import { MUTEX_WORDS, SharedMutex } from "../shared/mutex.ts";
 import { PAGES_WORDS, PageStore, pageFreeStack } from "../shared/pages.ts";
 import { SLAB_WORDS, Slab } from "../shared/slab.ts";
 import { FuseError } from "./errors.ts";
+import { LockTable } from "./locks.ts";
 
 export const TWO32 = 4294967296;
 
@@ -46,6 +49,8 @@ export interface MemBuffers {
   arena: SharedArrayBuffer;
   pageFree: SharedArrayBuffer;
   segs: SharedArrayBuffer[];
+  /** The lock table (locks.ts): one for every view, so locks hold across threads. */
+  locks: SharedArrayBuffer;
 }
 
 // ---- meta words ----------------------------------------------------------------------------
@@ -88,6 +93,7 @@ export const N_ATIME_NS = 18;
 export const N_MTIME_NS = 19;
 export const N_CTIME_NS = 20;
 export const N_USED = 21; // 1 while the node exists
+export const N_FLAGS = 22; // NODE_* bits
 // Float64 fields: index (slot × NODE_WORDS / 2 + field)
 export const NF_SIZE = 12;
 export const NF_LOOKUPS = 13;
@@ -96,6 +102,9 @@ export const NF_ATIME = 15;
 export const NF_MTIME = 16;
 export const NF_CTIME = 17;
 export const NF_NEXT_COOKIE = 18;
+
+/** N_FLAGS: an O_TMPFILE node never linked yet: LINK may give it a first name although nlink is 0. */
+export const NODE_LINKABLE = 1;
 
 // ---- a dirent ------------------------------------------------------------------------------
 const DIRENT_WORDS = 10;
@@ -194,6 +203,7 @@ export class MemState {
       arena: growable(0, 2 * GiB - (64 << 10)),
       pageFree: pageFreeStack(maxPages),
       segs: PageStore.segments(maxPages),
+      locks: new LockTable().buffer,
     };
     const M = new Int32Array(b.meta);
     Slab.init(M, M_NODES);

@@ -21,6 +21,11 @@
 // ".." = 2, entries from 3); readdir resumes at the first live entry whose cookie is greater
 // than the offset, so offsets stay valid across concurrent unlinks and renames.
 //
+// Locks (POSIX, OFD, flock) live in a shared lock table (locks.ts) with its own
+// synchronisation: getlk/setlk/flock/flush touch only it and do not take the state's mutex (a
+// blocking SETLKW waits for an unlock anywhere without holding it); release drops the fh's
+// OFD/flock locks under the mutex, before the handle slot can be reused.
+//
 // Lifetime: a node is freed when nlink == 0, its lookup count (references handed to the kernel)
 // is 0 and no file handle is open on it. Node ids are not reused (generation × 2^32 + slot).
 
@@ -35,9 +40,10 @@ import { nowTimespec } from "./attr.ts";
 import { PAGE, SEG_PAGES, pageOffset } from "../shared/pages.ts";
 import {
   C_PAGE0, C_PAGES, CHUNK_WORDS, MemState, type MemBuffers, N_ATIME_NS, N_CTIME_NS, N_GID, N_MODE, N_MTIME_NS, N_NLINK, N_OPENS,
-  N_PARENT, N_RDEV, N_TARGET, N_TARGET_LEN, N_UID, N_ENTRIES, NF_ALLOCATED, NF_ATIME, NF_CTIME, NF_LOOKUPS, NF_MTIME, NF_SIZE,
-  NODE_WORDS,
+  N_PARENT, N_RDEV, N_TARGET, N_TARGET_LEN, N_UID, N_ENTRIES, N_FLAGS, NF_ALLOCATED, NF_ATIME, NF_CTIME, NF_LOOKUPS, NF_MTIME,
+  NF_SIZE, NODE_LINKABLE, NODE_WORDS,
 } from "./memfs-state.ts";
+import { LOCK_FLOCK, LOCK_POSIX, LockTable, type FileLock } from "./locks.ts";
 import { totalmem } from "node:os";
 
 export interface MemFSOptions {
@@ -222,6 +228,13 @@ class Node {
   get isReg(): boolean {
     return (this.mode & S_IFMT) === S_IFREG;
   }
+  /** NODE_* flags (memfs-state.ts). */
+  get flags(): number {
+    return this.s.NI[this.i + N_FLAGS]!;
+  }
+  set flags(v: number) {
+    this.s.NI[this.i + N_FLAGS] = v;
+  }
   /** Symlinks: the target. */
   get target(): string | null {
     const off = this.s.NI[this.i + N_TARGET]!;
@@ -236,10 +249,14 @@ export interface MemShared {
   buffers: MemBuffers;
 }
 
-/** Every InodeFS method memfs implements, and its diagnostics: each runs under the state's mutex. */
+/**
+ * Every InodeFS method memfs implements that touches its state, and its diagnostics: each runs
+ * under the state's mutex. Not here: read/write (they lock themselves), flush, getlk, setlk,
+ * flock (the lock table only; a waiting SETLKW must not hold the mutex), fsync, fsyncdir.
+ */
 const LOCKED = [
   "lookup", "forget", "getattr", "setattr", "readlink", "symlink", "mknod", "mkdir", "unlink", "rmdir", "rename", "link",
-  "create", "open", "release", "opendir", "readdir", "releasedir", "statfs", "setxattr", "getxattr", "listxattr",
+  "create", "tmpfile", "open", "release", "opendir", "readdir", "releasedir", "statfs", "setxattr", "getxattr", "listxattr",
   "removexattr", "access", "fallocate", "lseek", "copyFileRange", "stats", "lookupCount", "has", "dumpState",
 ] as const;
 
@@ -277,6 +294,8 @@ export class MemFS implements InodeFS {
   private plan: CopiesPlan | null = null;
   /** A view made by view() (a worker's): `--workers` loads it as a replicable filesystem. */
   replicable?: boolean;
+  /** POSIX, OFD and flock locks (locks.ts): in the shared buffers, the same table in every view. */
+  readonly locks: LockTable;
 
   constructor(options: MemFSOptions = {}, buffers?: MemBuffers) {
     const maxBytes = options.maxBytes ?? Math.min(Math.floor(totalmem() / 2 / PAGE) * PAGE, MAX_SEGMENTS * SEG_PAGES * PAGE);
@@ -291,6 +310,7 @@ export class MemFS implements InodeFS {
     this.resolved = { maxBytes, maxInodes, uid, gid, rootMode: options.rootMode ?? 0o755, lockBoundMs: options.lockBoundMs ?? 5000 };
     const maxPages = Math.floor(maxBytes / PAGE);
     this.st = new MemState(buffers ?? MemState.create(maxInodes, maxPages), maxPages, this.resolved.lockBoundMs);
+    this.locks = new LockTable(this.st.buffers.locks);
     const m = this.st.mutex;
     m.lock();
     try {
@@ -377,7 +397,7 @@ export class MemFS implements InodeFS {
       }
       out.push([
         ino, n.mode, n.nlink, n.uid, n.gid, n.rdev, n.size, n.atime, n.atimeNsec, n.mtime, n.mtimeNsec, n.ctime, n.ctimeNsec,
-        n.lookups, n.opens, n.parentSlot, n.allocated, n.target, names, chunks.sort((a, b) => (a as number[])[0]! - (b as number[])[0]!),
+        n.lookups, n.opens, n.parentSlot, n.flags, n.allocated, n.target, names, chunks.sort((a, b) => (a as number[])[0]! - (b as number[])[0]!),
         [...st.xattrs(slot)].map(([k, v]) => [k, [...v]]),
       ]);
     }
@@ -1068,8 +1088,9 @@ export class MemFS implements InodeFS {
     if (newName === "." || newName === "..") fail("EEXIST");
     if (p.nlink === 0) fail("ENOENT");
     if (this.st.find(p.slot, newName) !== 0) fail("EEXIST");
-    if (n.nlink === 0) fail("ENOENT", "source was unlinked");
+    if (n.nlink === 0 && !(n.flags & NODE_LINKABLE)) fail("ENOENT", "source was unlinked");
     const d = this.st.prepare(p.slot, newName);
+    n.flags &= ~NODE_LINKABLE; // its first name: from now on an ordinary file
     n.nlink++;
     this.touch(n, T_C);
     this.attach(p, d, n);
@@ -1150,10 +1171,53 @@ export class MemFS implements InodeFS {
     }
   }
 
-  flush(): void {}
+  /** Closing any descriptor ends the POSIX locks its process (lockOwner) holds on the file. */
+  flush(_ctx?: RequestContext, ino?: number, _fh?: number, lockOwner?: bigint): void {
+    if (ino !== undefined && typeof lockOwner === "bigint") this.locks.unlockOwner(ino, lockOwner, LOCK_POSIX);
+  }
 
   release(_ctx: RequestContext, _ino: number, fh: number, _flags: number): void {
+    // OFD and flock locks end with their open file. First, under the mutex: once the handle is
+    // closed another thread may be given the same fh.
+    this.locks.releaseFh(fh);
     this.closeHandle(fh);
+  }
+
+  /** O_TMPFILE: a regular file with no name (nlink 0), open; LINK may name it once. */
+  tmpfile(ctx: RequestContext, parent: number, mode: number, umask: number, flags: number): CreateReply {
+    const p = this.dirNode(parent);
+    if (p.nlink === 0) fail("ENOENT", "directory was removed");
+    // Check every allocation before changing anything (failure-atomic, like create).
+    if (this.st.nodes.count >= this.maxInodes) fail("ENOSPC", "out of inodes");
+    if (!this.st.handles.canAlloc()) fail("ENFILE");
+    const n = this.newNode(ctx, p, S_IFREG | (mode & 0o7777 & ~umask));
+    n.nlink = 0;
+    n.flags |= NODE_LINKABLE;
+    const fh = this.openHandle(n, flags);
+    return { entry: this.entry(n), open: { fh } };
+  }
+
+  // ---- locks: thin delegation to the shared lock table (locks.ts; no memfs mutex) ------------
+
+  getlk(_ctx: RequestContext, ino: number, _fh: number, owner: bigint, lock: FileLock): FileLock {
+    return this.locks.test(ino, owner, lock, LOCK_POSIX);
+  }
+
+  setlk(ctx: RequestContext, ino: number, fh: number, owner: bigint, lock: FileLock, wait: boolean): void | Promise<void> {
+    if (!wait) {
+      if (!this.locks.trySet(ino, fh, owner, lock, LOCK_POSIX)) fail("EAGAIN");
+      return;
+    }
+    return this.locks.set(ino, fh, owner, lock, LOCK_POSIX, true, ctx.signal);
+  }
+
+  flock(ctx: RequestContext, ino: number, fh: number, owner: bigint, type: number, wait: boolean): void | Promise<void> {
+    const lock = { start: 0, end: Infinity, type, pid: ctx.pid };
+    if (!wait) {
+      if (!this.locks.trySet(ino, fh, owner, lock, LOCK_FLOCK)) fail("EAGAIN");
+      return;
+    }
+    return this.locks.set(ino, fh, owner, lock, LOCK_FLOCK, true, ctx.signal);
   }
 
   fsync(): void {}
