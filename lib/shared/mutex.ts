@@ -45,6 +45,12 @@ export interface MutexOptions {
   boundMs?: number;
   /** What the mutex protects, for the fail-stop line ("memfs", "passthrough node table"). */
   name?: string;
+  /**
+   * How long a waiter spins before sleeping (µs; default SPIN_MICROS). 0: one batch of looks
+   * only — for a holder that may be inside a syscall (the passthrough), where spinning longer
+   * burns CPU the holder's syscall does not give back.
+   */
+  spinMicros?: number;
 }
 
 export class SharedMutex {
@@ -53,6 +59,7 @@ export class SharedMutex {
   private readonly me = (threadId & HOLDER) + 1;
   private readonly boundMs: number;
   private readonly name: string;
+  private readonly spinMs: number;
 
   constructor(
     private readonly w: Int32Array,
@@ -61,6 +68,7 @@ export class SharedMutex {
   ) {
     this.boundMs = options.boundMs ?? DEFAULT_BOUND_MS;
     this.name = options.name ?? "shared state";
+    this.spinMs = (options.spinMicros ?? SPIN_MICROS) / 1000;
   }
 
   /** Times any thread had to wait for the mutex. */
@@ -93,7 +101,7 @@ export class SharedMutex {
     if ((Atomics.exchange(this.w, this.at + LOCK, 0) & WAITERS) !== 0) Atomics.notify(this.w, this.at + LOCK, 1);
   }
 
-  /** Look for the lock for up to SPIN_MICROS. True: taken. */
+  /** Look for the lock for up to spinMicros (at least one batch of looks). True: taken. */
   private spin(): boolean {
     const w = this.w, L = this.at + LOCK, me = this.me;
     let deadline = 0;
@@ -101,8 +109,9 @@ export class SharedMutex {
       for (let i = 0; i < SPIN_BATCH; i++) {
         if (Atomics.load(w, L) === 0 && Atomics.compareExchange(w, L, 0, me) === 0) return true;
       }
+      if (this.spinMs === 0) return false;
       const now = performance.now();
-      if (deadline === 0) deadline = now + SPIN_MICROS / 1000;
+      if (deadline === 0) deadline = now + this.spinMs;
       else if (now > deadline) return false;
     }
   }

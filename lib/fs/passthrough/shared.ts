@@ -41,7 +41,8 @@ export { SharedMutex };
 /**
  * A passthrough handler holds the table's lock across its backing filesystem calls (a slow
  * backing filesystem can take seconds): the bound past which a waiter fail-stops is longer than
- * memfs's.
+ * memfs's, and a waiter spins one batch of looks only (spinMicros 0, as before the mutex was
+ * shared) instead of burning CPU while the holder is in a syscall.
  */
 const LOCK_BOUND_MS = 30_000;
 
@@ -334,7 +335,7 @@ export class SharedNodeTable implements NodeTable {
     this.F = new Float64Array(share.slots);
     this.U8 = new Uint8Array(share.slots);
     this.B = new Int32Array(share.buckets);
-    this.mutex = new SharedMutex(this.M, M_MUTEX, { boundMs: LOCK_BOUND_MS, name: "passthrough node table" });
+    this.mutex = new SharedMutex(this.M, M_MUTEX, { boundMs: LOCK_BOUND_MS, name: "passthrough node table", spinMicros: 0 });
     this.root = this.view(1)!;
   }
 
