@@ -9,12 +9,13 @@
 
 import { afterAll, describe, expect } from "bun:test";
 import { randomBytes } from "node:crypto";
-import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import {
   BUN, CLI, PYTHON, TRANSPORTS,
   cleanupAfterEach, fmt, fuseTest, isMounted, mountTmpfsSource, noneInDState, readStats, run, sha256, sha256sum, sh, shOk, sleep,
   spawnBg, startDaemon, transportHooks, unmountTmpfsSource, unmountTmpfsSources, type Stats,
+  timeLimit,
 } from "../helpers/index.ts";
 
 const MiB = 1 << 20;
@@ -44,6 +45,19 @@ async function steadyQd1Load(mnt: string, stats: string, counter: "ringRequests"
   await sleep(1200);
   return { before, after: await readStats(stats) };
 }
+
+// The QD1 doorbell ratios below need a sample of requests: 3000 in the 3 s fio run on a host,
+// and a doorbell per 250 requests at most (a pause in the load may need one). Under TCG
+// emulation (the Linux 7.3 guest, FUSE_URING_GUEST=1; docs/GUEST.md) the run moves 3-10x fewer
+// requests and the vCPUs stall for milliseconds whenever the host is busy, each stall a pause:
+// there the sample is 500 and the bound 1 doorbell per 20 requests — still far below going idle
+// on every wait-timer period (about one per request at that speed). Guest-only, named in the
+// assertion messages.
+const IN_GUEST = process.env.FUSE_URING_GUEST === "1";
+const QD1_MIN_REQUESTS = IN_GUEST ? 500 : 3000;
+const QD1_MIN_WHY = `requests in the 3 s QD1 run${IN_GUEST ? " (minimum 500 instead of 3000 under emulation: FUSE_URING_GUEST=1)" : ""}`;
+const QD1_MAX_DOORBELLS = IN_GUEST ? 0.05 : 0.004;
+const QD1_DOORBELL_WHY = `doorbells per request under steady QD1 load${IN_GUEST ? " (at most 0.05 instead of 0.004 under emulation: FUSE_URING_GUEST=1)" : ""}`;
 
 function statsPath(): string {
   return join(mkdtempSync("/tmp/fuse-uring-dp-stats-"), "stats.json");
@@ -266,8 +280,8 @@ describe("ring engine counters", () => {
     const { before, after } = await steadyQd1Load(d.mnt, stats, "ringRequests");
     const reqs = Number(after.ringRequests) - Number(before.ringRequests);
     const wakeups = Number(after.wakeups) - Number(before.wakeups);
-    expect(reqs).toBeGreaterThan(3000);
-    expect(wakeups / reqs).toBeLessThan(0.004);
+    expect(reqs, QD1_MIN_WHY).toBeGreaterThan(QD1_MIN_REQUESTS);
+    expect(wakeups / reqs, QD1_DOORBELL_WHY).toBeLessThan(QD1_MAX_DOORBELLS);
     expect(await d.stop("SIGTERM")).toBe(0);
   }, 60_000);
 
@@ -279,11 +293,11 @@ describe("ring engine counters", () => {
       const { before, after } = await steadyQd1Load(d.mnt, stats, "nativeRequests");
       const reqs = Number(after.nativeRequests) - Number(before.nativeRequests);
       const wakeups = Number(after.wakeups) - Number(before.wakeups);
-      expect(reqs).toBeGreaterThan(3000);
+      expect(reqs, QD1_MIN_WHY).toBeGreaterThan(QD1_MIN_REQUESTS);
       // Every request is answered in the shim; the wait timer expires every wait period (it was
       // 1 ms). Going idle on each expiry cost one doorbell per timer period (≥ 1 per 100 requests
       // at 1 ms); only a real pause in the load may need one now.
-      expect(wakeups / reqs).toBeLessThan(0.004);
+      expect(wakeups / reqs, QD1_DOORBELL_WHY).toBeLessThan(QD1_MAX_DOORBELLS);
       expect(await d.stop("SIGTERM")).toBe(0);
     } finally {
       await unmountTmpfs(src);
@@ -298,16 +312,24 @@ describe("ring engine counters", () => {
     // until it shows the whole loop, then one more write, so `before` is not a snapshot taken
     // in the middle of it.
     await readStats(stats, { until: (x) => ((x.ops as Record<string, number>).FLUSH ?? 0) >= 200, timeoutMs: 5000 });
-    await sleep(1100);
-    const before = await readStats(stats);
+    // The file is rewritten once a second: compare snapshots written after the load settled and
+    // after the idle period, not whatever write came last (under emulation, in the guest, the
+    // last one can still be from during the load and count its tail as "idle" work).
+    const snapshotAfter = async (t: number) => {
+      const deadline = Date.now() + timeLimit(10_000);
+      while ((!existsSync(stats) || statSync(stats).mtimeMs < t) && Date.now() < deadline) await sleep(50);
+      return readStats(stats);
+    };
+    const before = await snapshotAfter(Date.now() + 500);
     const ticks = () => {
       const stat = readFileSync(`/proc/${d.proc.pid}/stat`, "utf8");
       const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
       return Number(f[11]) + Number(f[12]); // utime + stime
     };
     const t0 = ticks();
+    const idleFrom = Date.now();
     await sleep(3000);
-    const after = await readStats(stats);
+    const after = await snapshotAfter(idleFrom + 3000);
     const spent = ticks() - t0;
     // The stats file is written once a second (timers run): that is all an idle daemon does.
     expect(Number(after.wakeups) - Number(before.wakeups)).toBeLessThanOrEqual(2);
