@@ -13,7 +13,8 @@
 # Cached after the first run (kernel, initramfs, the KVM probe): then it boots in seconds.
 # Environment: FUSE_URING_VM_CACHE (default .cache/vm), FUSE_URING_VM_ACCEL (auto|kvm|tcg),
 # FUSE_URING_VM_CPU (default max), FUSE_URING_VM_KERNEL (ABI name, default 7.3-amd64),
-# FUSE_URING_VM_MIRROR (default http://deb.debian.org/debian), FUSE_URING_VM_VERBOSE=1 (kernel log).
+# FUSE_URING_VM_MIRROR (default http://deb.debian.org/debian), FUSE_URING_VM_VERBOSE=1 (kernel log),
+# FUSE_URING_VM_TIMEOUT (whole run, default 3600 s), FUSE_URING_VM_BOOT_TIMEOUT (until the command starts, 300 s).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PROJ=$(pwd -P)
@@ -22,6 +23,7 @@ KABI=${FUSE_URING_VM_KERNEL:-7.3-amd64}
 MIRROR=${FUSE_URING_VM_MIRROR:-http://deb.debian.org/debian}
 CPU=${FUSE_URING_VM_CPU:-max}
 SMP=$(nproc); MEM=4096; TIMEOUT=${FUSE_URING_VM_TIMEOUT:-3600}
+BOOT_TIMEOUT=${FUSE_URING_VM_BOOT_TIMEOUT:-300}
 ENVS=()
 log() { printf '[vm] %s\n' "$*" >&2; }
 fail() { printf '[vm] FAILED: %s\n' "$*" >&2; exit 1; }
@@ -190,8 +192,18 @@ log "Linux $KABI $(cat "$KDIR/version") under QEMU $(echo $ACCEL | tr a-z A-Z) (
 start=$(date +%s)
 set +e
 qemu_args "$ACCEL" "$CPU" "$RUN"
-timeout -k 10 "$TIMEOUT" "${Q[@]}" < /dev/null
+timeout -k 10 "$TIMEOUT" "${Q[@]}" < /dev/null & qpid=$!
+# Boot watchdog: init.sh writes RUN/started just before it runs the command; a guest that has
+# not got there within FUSE_URING_VM_BOOT_TIMEOUT seconds is stopped (a hung boot fails now,
+# not after --timeout).
+( for _ in $(seq "$BOOT_TIMEOUT"); do
+    sleep 1; [ -f "$RUN/started" ] && exit 0; kill -0 $qpid 2>/dev/null || exit 0
+  done
+  echo "[vm] FAILED: the guest did not start the command within ${BOOT_TIMEOUT}s (FUSE_URING_VM_BOOT_TIMEOUT): stopping QEMU" >&2
+  kill $qpid ) & wpid=$!
+wait $qpid
 qrc=$?
+kill $wpid 2>/dev/null; wait $wpid 2>/dev/null
 echo   # the kernel's last console line ("reboot: Power down") ends without one
 set -e
 if [ ! -f "$RUN/rc" ]; then

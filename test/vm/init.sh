@@ -40,6 +40,7 @@ hostname fuse-uring-guest
 # more); the passthrough holds a descriptor per known node and tests look up 3000 files.
 ulimit -n 65536 || die "ulimit -n 65536"
 
+: > "$n$run/started" || die "cannot write $run/started in the checkout"   # stops the boot watchdog
 # The command's output goes through a pipe, as in CI (not a terminal).
 set -o pipefail
 chroot $n /bin/bash "$run/cmd.sh" < /dev/null 2>&1 | cat > /dev/console
