@@ -20,6 +20,7 @@
 //
 // Re-entrant per thread (a handler that calls another handler must not deadlock on itself).
 
+import { knobs } from "../knobs.ts";
 import { threadId } from "node:worker_threads";
 import { failStop } from "./fail-stop.ts";
 
@@ -32,7 +33,7 @@ const WAITERS = 1 << 30;
 const HOLDER = WAITERS - 1;
 
 /** How long a waiter looks at a held lock before sleeping on it (µs). */
-const SPIN_MICROS = Number(process.env.FUSE_URING_SPIN_US ?? 20);
+const SPIN_MICROS = knobs.lockSpinMicros();
 /** Looks between two clock reads while spinning. */
 const SPIN_BATCH = 64;
 /** Default bound on one holder (ms). */
