@@ -335,7 +335,11 @@ describe("ring engine counters", () => {
     expect(Number(after.wakeups) - Number(before.wakeups)).toBeLessThanOrEqual(2);
     expect(Number(after.enters) - Number(before.enters)).toBeLessThanOrEqual(4);
     expect(Number(after.waitTimers) - Number(before.waitTimers)).toBeLessThanOrEqual(2);
-    expect(spent).toBeLessThan(30); // clock ticks (1/100 s) in 3 s
+    // Clock ticks (1/100 s) in 3 s. Under TCG emulation (the 7.3 guest, FUSE_URING_GUEST=1) the
+    // same stats writes and timers cost ~5x the CPU (47 ticks measured): the bound there is 100,
+    // still a third of one CPU — a spinning thread would spend 300.
+    const maxTicks = IN_GUEST ? 100 : 30;
+    expect(spent, `daemon CPU ticks while idle${IN_GUEST ? " (at most 100 instead of 30 under emulation: FUSE_URING_GUEST=1)" : ""}`).toBeLessThan(maxTicks);
     expect(await shOk(`cat "$1/f"`, [d.mnt])).toBe("hi\n");
     expect(await d.stop("SIGTERM")).toBe(0);
   }, 60_000);
