@@ -62,6 +62,11 @@ Options:
   --no-file-handles               (--passthrough) re-open evicted inodes by path only
   --no-fixed-buffers              (io_uring) backing I/O with plain READ/WRITE instead of
                                   READ_FIXED/WRITE_FIXED on registered buffers (comparison)
+  --pool-size BYTES               (io_uring, Linux ≥ 7.3) payload buffer pool per queue,
+                                  whole max-write buffers (default 4 MiB); 0 = one payload
+                                  buffer per entry, as on kernels without buffer pools
+  --no-zero-copy                  (io_uring, Linux ≥ 7.3, root) natively served files go
+                                  through the buffer pool instead of the caller's pages
   --entry-ttl S, --attr-ttl S     kernel cache lifetimes in seconds (default 1)
   --negative-ttl S                cache "no such file" answers for S seconds (default 0)
   --request-timeout S             answer a request whose handler has not answered after S
@@ -106,6 +111,9 @@ export interface MountCommand {
   /** --passthrough: re-open evicted inodes by kernel file handle when permitted (default true). */
   fileHandles: boolean;
   fixedBuffers: boolean;
+  /** Buffer pool bytes per queue; -1 default, 0 off. */
+  poolSize: number;
+  zeroCopy: boolean;
   entryTtl: number;
   attrTtl: number;
   negativeTtl: number;
@@ -177,7 +185,7 @@ export function parseArgs(argv: string[]): Command {
   const positional: string[] = [];
   const cmd: Omit<MountCommand, "fs" | "mountpoint"> & { fs?: MountCommand["fs"] } = {
     kind: "mount", transport: "auto", queueDepth: 0, maxWrite: 0, dataPlane: "native", workers: "auto", debug: false, allowOther: false,
-    defaultPermissions: true, readOnly: false, writebackCache: false, kernelPassthrough: false, fixedBuffers: true, fileHandles: true,
+    defaultPermissions: true, readOnly: false, writebackCache: false, kernelPassthrough: false, fixedBuffers: true, poolSize: -1, zeroCopy: true, fileHandles: true,
     entryTtl: 1, attrTtl: 1, negativeTtl: 0, requestTimeout: 0,
   };
   const dashdash = rest.indexOf("--");
@@ -224,6 +232,8 @@ export function parseArgs(argv: string[]): Command {
       case "--fd-budget": cmd.fdBudget = intArg(flag, value(), 1, 1 << 30); break;
       case "--no-file-handles": cmd.fileHandles = false; break;
       case "--no-fixed-buffers": cmd.fixedBuffers = false; break;
+      case "--pool-size": cmd.poolSize = intArg(flag, value(), 0, 1 << 30); break;
+      case "--no-zero-copy": cmd.zeroCopy = false; break;
       case "--workers": {
         const v = value();
         cmd.workers = v === "auto" ? "auto" : intArg(flag, v, 1, 64);

@@ -42,7 +42,7 @@ pub extern fn fuw_cq_advance(ring: *Ring, n: c_uint) void;
 pub extern fn fuw_register_fuse_fd(ring: *Ring, fd: c_int) c_int;
 pub extern fn fuw_prep_fuse_cmd(sqe: *Sqe, fd: c_int, fixed: c_int, cmd_op: u32, addr: u64, len: u32, commit_id: u64, qid: u16, user_data: u64) void;
 pub extern fn fuw_prep_read(sqe: *Sqe, fd: c_int, buf: *anyopaque, len: c_uint, off: u64, user_data: u64) void;
-pub extern fn fuw_prep_rw(sqe: *Sqe, write: c_int, fixed: c_int, fd: c_int, buf: *anyopaque, len: c_uint, off: u64, buf_index: c_uint, user_data: u64) void;
+pub extern fn fuw_prep_rw(sqe: *Sqe, write: c_int, fixed: c_int, fd: c_int, buf: ?*anyopaque, len: c_uint, off: u64, buf_index: c_uint, user_data: u64) void;
 pub extern fn fuw_prep_cancel_all(sqe: *Sqe, user_data: u64) void;
 pub extern fn fuw_submit_and_wait_ms(ring: *Ring, ms: c_uint) c_int;
 pub extern fn fuw_register_eventfd(ring: *Ring, fd: c_int) c_int;
@@ -51,3 +51,16 @@ pub extern fn fuw_prep_fsync(sqe: *Sqe, fd: c_int, datasync: c_int, user_data: u
 pub const Timespec = extern struct { sec: i64, nsec: i64 };
 pub extern fn fuw_prep_timeout(sqe: *Sqe, ts: *const Timespec, user_data: u64) void;
 pub extern fn fuw_sq_ready(ring: *Ring) c_uint;
+
+/// FUSE 7.46 (Linux 7.3): fs/fuse/dev_uring.c, include/uapi/linux/fuse.h.
+pub const fuse_cmd_add_queue: u32 = 3;
+pub const fuse_cmd_add_bufpool: u32 = 4;
+/// cmd_req.flags of ADD_QUEUE (CAP_SYS_ADMIN, and only with a bufpool).
+pub const fuse_uring_zero_copy: u64 = 1 << 0;
+/// ring_ent_in_out.flags: the request's pages are registered at the entry's zero-copy index.
+pub const fuse_uring_ent_zero_copy: u64 = 1 << 0;
+pub extern fn fuw_fuse_cmd_746(sqe: *Sqe, flags: u64, union_lo: u64, union_len: u32, fixed_pool: c_int, buf_index: u16) void;
+pub extern fn fuw_register_buffers_sparse(ring: *Ring, nr: c_uint) c_int;
+pub extern fn fuw_update_buffers(ring: *Ring, off: c_uint, iov: [*]const std.posix.iovec, n: c_uint) c_int;
+pub extern fn fuw_unregister_buffers(ring: *Ring) c_int;
+pub extern fn fuw_wait_cqe(ring: *Ring, cqe: **Cqe) c_int;

@@ -35,7 +35,11 @@ export interface DoctorReport {
     granted?: string[];
     transport?: string;
     transportReason?: string;
+    /** The kernel offers FUSE 7.46 buffer pools (FUSE_HAS_IO_URING_BUFPOOL). */
     bufferPools?: boolean;
+    /** What the test mount used: "active", "fallback", "offered", "none" (SessionStats.bufferPools). */
+    bufferPoolState?: string;
+    bufferPoolsReason?: string;
   };
   possibleCpus: number;
   pinnedBytesDefault: number;
@@ -130,6 +134,8 @@ interface ProbeResult {
   transport?: "uring" | "classic";
   reason?: string;
   bufferPools?: boolean;
+  bufferPoolState?: string;
+  bufferPoolsReason?: string;
   via?: string;
 }
 
@@ -163,7 +169,9 @@ async function probeMount(): Promise<ProbeResult> {
         granted: info.grantedNames,
         transport: m.transport,
         reason: m.transportReason,
-        bufferPools: m.stats().bufferPools,
+        bufferPools: m.stats().bufferPools !== "none",
+        bufferPoolState: m.stats().bufferPools,
+        bufferPoolsReason: m.stats().bufferPoolsReason,
       };
     } finally {
       await m.unmount().catch(() => {});
@@ -333,6 +341,8 @@ export async function runChecks(): Promise<DoctorReport> {
       transport: probe.transport,
       transportReason: probe.reason,
       bufferPools: probe.bufferPools,
+      bufferPoolState: probe.bufferPoolState,
+      bufferPoolsReason: probe.bufferPoolsReason,
     };
     add("test_mount", "OK", `test mount works: kernel FUSE protocol 7.${probe.kernelMinor}, offers ${names.length} capabilities (${names.join(" ")})`);
 
@@ -360,8 +370,14 @@ export async function runChecks(): Promise<DoctorReport> {
     add("data_planes", "OK", `data planes available: ${planes.join("; ")}`);
 
     // buffer pools (FUSE 7.46)
-    if (probe.bufferPools) add("buffer_pools", "OK", "the kernel offers io_uring buffer pools (FUSE 7.46, HAS_IO_URING_BUFPOOL)");
+    if (probe.bufferPoolState === "active") add("buffer_pools", "OK", `the kernel offers io_uring buffer pools (FUSE 7.46, HAS_IO_URING_BUFPOOL) and the test mount used them: ${probe.bufferPoolsReason}`);
+    else if (probe.bufferPoolState === "fallback") add("buffer_pools", "WARN", `the kernel offers io_uring buffer pools but refused the test mount's: ${probe.bufferPoolsReason}`, "mount with --pool-size 0 to use per-entry buffers directly; check dmesg for 'ADD_BUFPOOL failed'");
+    else if (probe.bufferPools) add("buffer_pools", "OK", `the kernel offers io_uring buffer pools (FUSE 7.46): ${probe.bufferPoolsReason}`);
     else add("buffer_pools", "OK", "no io_uring buffer pools in this kernel (FUSE 7.46 / Linux ≥ 7.3): per-entry payload buffers are used, nothing to do");
+    // zero-copy (FUSE_URING_ZERO_COPY): pools + CAP_SYS_ADMIN, for natively served files
+    if (probe.bufferPoolState === "active" && sysAdmin) add("zero_copy", "OK", "io_uring zero-copy available: --passthrough and backed() files are read and written at the caller's pages (FUSE_URING_ZERO_COPY, CAP_SYS_ADMIN held)");
+    else if (probe.bufferPoolState === "active") add("zero_copy", "WARN", "io_uring zero-copy needs CAP_SYS_ADMIN (the kernel answers EPERM): natively served files go through the buffer pool", "run the mount as root for zero-copy");
+    else add("zero_copy", "OK", "no io_uring zero-copy without buffer pools (Linux ≥ 7.3): nothing to do");
   }
 
   // pinned memory of a default io_uring mount

@@ -132,6 +132,8 @@ export async function runMount(cmd: MountCommand): Promise<number> {
       writebackCache: cmd.writebackCache,
       kernelPassthrough: cmd.kernelPassthrough,
       fixedBuffers: cmd.fixedBuffers,
+      poolSize: cmd.poolSize,
+      zeroCopy: cmd.zeroCopy && process.env.FUSE_URING_ZERO_COPY !== "0",
       dataPlane: cmd.dataPlane,
       workers: cmd.workers,
       // Copies of a replicable script; a filesystem with copies() (shared state) names its own
@@ -147,7 +149,7 @@ export async function runMount(cmd: MountCommand): Promise<number> {
     process.stderr.write(`fuse-uring: cannot mount ${label} at ${cmd.mountpoint}: ${e instanceof Error ? e.message : String(e)}\n`);
     return 1;
   }
-  process.stderr.write(`fuse-uring: mounted ${label} at ${cmd.mountpoint} (transport=${m.transport}: ${m.transportReason})\n`);
+  process.stderr.write(`fuse-uring: mounted ${label} at ${cmd.mountpoint} (transport=${m.transport}: ${m.transportReason}; buffers: ${m.stats().bufferPoolsReason})\n`);
   const dev = fuseDeviceAt(cmd.mountpoint);
   // Live stats for `fuse-uring stats MNT`, found through the mount's device number.
   const mounted = m;

@@ -103,6 +103,7 @@ export function encodeOpenOut(dv: DataView, off: number, o: OpenReply): number {
   if (o.nonSeekable) flags |= FOPEN.NONSEEKABLE;
   if (o.cacheDir) flags |= FOPEN.CACHE_DIR;
   if (o.backingId !== undefined && o.backingId > 0) flags |= FOPEN.PASSTHROUGH;
+  if (o.zeroCopy) flags |= FOPEN_IO_URING_ZERO_COPY;
   setU64(dv, off + 0, o.fh);
   dv.setUint32(off + 8, flags, LE);
   dv.setInt32(off + 12, o.backingId !== undefined && o.backingId > 0 ? o.backingId : 0, LE);

@@ -30,6 +30,8 @@ export class Dispatcher {
   /** Set by the session when the native data plane is on: OPEN/CREATE replies naming a
    *  backingFd get a handle the shim serves READ/WRITE/FSYNC for (lib/session/dataplane.ts). */
   dataPlane: DataPlane | null = null;
+  /** The ring has zero-copy queues: natively served files are opened FOPEN_IO_URING_ZERO_COPY. */
+  zeroCopy = false;
 
   /** Set by the session for requests it handles itself (INIT, INTERRUPT, FORGET). */
   constructor(
@@ -353,7 +355,9 @@ export class Dispatcher {
   /** The open reply with the kernel-facing fh of a natively served handle. */
   private nativeOpen(o: OpenReply): OpenReply {
     if (o.backingFd === undefined || !this.dataPlane || o.backingId) return o;
-    return { ...o, fh: this.dataPlane.map(o.fh, o.backingFd) };
+    const fh = this.dataPlane.map(o.fh, o.backingFd);
+    // Only a mapped handle is served natively (a full table leaves it to JS).
+    return { ...o, fh, zeroCopy: this.zeroCopy && fh !== o.fh };
   }
 
   private readReply(req: Request, r: number | Uint8Array): void {

@@ -14,7 +14,7 @@ import {
   FUSE_KERNEL_MINOR_VERSION, FUSE_KERNEL_VERSION, HDR_OP_IN, HDR_PAYLOAD_SZ, initBit, initFlagNames, Op, opHeaderSizes, opName,
 } from "../protocol/constants.ts";
 import { ClassicSource } from "../transport/classic.ts";
-import type { Sink, Slot, Source, TransportKind } from "../transport/types.ts";
+import type { Sink, Slot, Source, SourceStats, TransportKind } from "../transport/types.ts";
 import {
   FU_RING_FAULT_BAD_COMMIT, FU_RING_NO_FIXED_BUFFERS, IORING_SETUP_DEFER_TASKRUN, IORING_SETUP_SINGLE_ISSUER, possibleCpus, ringSizing, UringError, UringSource,
 } from "../transport/uring.ts";
@@ -66,6 +66,17 @@ export interface SessionOptions {
   /** Register ring payloads as io_uring fixed buffers for backing I/O (default true). */
   fixedBuffers: boolean;
   /**
+   * FUSE 7.46 buffer pools (Linux 7.3, when the kernel offers FUSE_HAS_IO_URING_BUFPOOL):
+   * bytes of payload buffers per ring queue, rounded down to whole payload buffers (at least
+   * one); -1 = default (POOL_DEFAULT_BYTES), 0 = per-entry payloads (the 6.18 layout).
+   */
+  poolSize: number;
+  /** Zero-copy READ/WRITE for natively served files when pools are active and the daemon has
+   *  CAP_SYS_ADMIN (default true; FUSE_URING_ZERO_COPY=0 or --no-zero-copy turn it off). */
+  zeroCopy: boolean;
+  /** Test-only: "refuse" hands the kernel a pool too small for one buffer (FUSE_URING_POOL_FAULT). */
+  poolFault: string;
+  /**
    * Seconds after which a request whose handler has not answered is answered ETIMEDOUT for it
    * (the handler's late result is dropped, ctx.signal aborts, stats.timeouts counts it).
    * 0 (default) = never: like the kernel, wait for the handler however long it takes.
@@ -77,6 +88,17 @@ export interface SessionOptions {
   poison: boolean;
   debug: boolean;
   log: (line: string) => void;
+}
+
+export type BufferPoolState = "active" | "fallback" | "offered" | "none";
+
+/** Default pool per queue: 4 MiB (four 1 MiB buffers; depth no longer sets payload memory). */
+export const POOL_DEFAULT_BYTES = 4 << 20;
+
+/** Pool bytes per queue for a payload size: whole buffers, at least one. */
+export function poolBytes(requested: number, payloadSize: number): number {
+  const want = requested < 0 ? POOL_DEFAULT_BYTES : requested;
+  return Math.max(1, Math.floor(want / payloadSize)) * payloadSize;
 }
 
 export const defaultSessionOptions: SessionOptions = {
@@ -95,6 +117,9 @@ export const defaultSessionOptions: SessionOptions = {
   ringSetupFlags:
     process.env.FUSE_URING_RING_FLAGS !== undefined ? Number(process.env.FUSE_URING_RING_FLAGS) : IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN,
   fixedBuffers: process.env.FUSE_URING_FIXED_BUFFERS !== "0",
+  poolSize: -1,
+  zeroCopy: process.env.FUSE_URING_ZERO_COPY !== "0",
+  poolFault: process.env.FUSE_URING_POOL_FAULT ?? "",
   // 10 ms: the wait timer fires every period even under load, and each expiry woke the owner
   // in the middle of a caller's time slice (1 ms: p99 of 4 KiB QD1 ×2 memfs reads 32 µs, 10 ms:
   // 17–21 µs, libfuse 15 µs). Event-loop work that is not a request (timers of the filesystem,
@@ -154,7 +179,23 @@ export interface SessionStats {
   ringRecovered: number;
   errors: number;
   replies: number;
-  bufferPools: boolean;
+  /**
+   * FUSE 7.46 io_uring buffer pools: "active" (every ring queue takes its payloads from a pool),
+   * "fallback" (asked for, the kernel refused at least one queue's: per-entry payloads there),
+   * "offered" (the kernel offers them, not used: --pool-size 0, classic, forwarding workers),
+   * "none" (the kernel does not offer them, e.g. Linux 6.18).
+   */
+  bufferPools: BufferPoolState;
+  /** Why the buffers are what they are (the ready line and doctor print it). */
+  bufferPoolsReason: string;
+  /** Pool bytes per queue when pools are active (0 otherwise). */
+  poolBytes: number;
+  /** Zero-copy (FUSE_URING_ZERO_COPY queues): "active", "refused" (e.g. EPERM, not
+   *  CAP_SYS_ADMIN), or "off" (not asked for: no pools or no native data plane). */
+  zeroCopy: "active" | "refused" | "off";
+  /** Native READ/WRITEs done straight at the client's pages, and their bytes. */
+  zeroCopyRequests: number;
+  zeroCopyBytes: number;
   /** Ring payload buffers registered as io_uring fixed buffers (false: RLIMIT_MEMLOCK too low). */
   fixedBuffers: boolean;
   /** /dev/fuse is the ring's registered (fixed) file: entry commands skip an fget per SQE. */
@@ -593,14 +634,20 @@ export class Session implements Sink, ReplyObserver {
   /** The ring plan for this session's engine(s): flags, sizes, wait policy. */
   private ringPlan(): Omit<RingPlan, "qids"> {
     const o = this.opts;
+    const payloadSize = roundUp(Math.max(8192, o.maxWrite), 4096);
     return {
       totalQueues: possibleCpus(),
       depth: o.queueDepth,
-      payloadSize: roundUp(Math.max(8192, o.maxWrite), 4096),
+      payloadSize,
       // + not |: bits 30/31 would make the number negative
       setupFlags: o.ringSetupFlags + (o.fixedBuffers ? 0 : FU_RING_NO_FIXED_BUFFERS) + (o.ringFault === "bad-commit" ? FU_RING_FAULT_BAD_COMMIT : 0),
       waitMicros: o.ringWaitMicros,
       nativeSyncMax: process.env.FUSE_URING_NATIVE_SYNC_MAX ? Number(process.env.FUSE_URING_NATIVE_SYNC_MAX) : null,
+      // Pools where the kernel offers them, unless turned off; not for forwarding workers (the
+      // main thread builds its views from fixed entry addresses).
+      pool: this.bufferPools && o.poolSize !== 0 && !this.pool?.forwarding
+        ? { bytesPerQueue: poolBytes(o.poolSize, payloadSize), zeroCopy: o.zeroCopy && o.dataPlane === "native" && o.poolFault !== "refuse", refuse: o.poolFault === "refuse" }
+        : null,
     };
   }
 
@@ -609,7 +656,7 @@ export class Session implements Sink, ReplyObserver {
     const ring = new UringSource(this, {
       fd: this.fd, qids: plan.qids, totalQueues: plan.totalQueues, depth: plan.depth, payloadSize: plan.payloadSize,
       setupFlags: plan.setupFlags, doorbell: this.doorbell.ptr!, dataPlane: this.dataPlane?.handle ?? null,
-      waitMicros: plan.waitMicros, nativeSyncMax: plan.nativeSyncMax, pinToQueues: this.opts.role === "worker",
+      waitMicros: plan.waitMicros, nativeSyncMax: plan.nativeSyncMax, pinToQueues: this.opts.role === "worker", pool: plan.pool,
     });
     this.uring = ring;
     // The ring submits the I/O with its next enter (scheduled by io()).
@@ -638,6 +685,17 @@ export class Session implements Sink, ReplyObserver {
     this.initInfo = info;
     Promise.resolve(this.fs.init?.(info)).then(() => this.readyResolve(info), (e) => this.readyReject(e instanceof Error ? e : new Error(String(e))));
     this.uring!.start();
+    this.afterRingStart();
+  }
+
+  /** The ring's pools and zero-copy are known once it started: OPEN replies of natively served
+   *  files then ask for zero-copy (FOPEN_IO_URING_ZERO_COPY); a refusal is said once. */
+  private afterRingStart(): void {
+    const u = this.uring!.stats();
+    this.dispatcher.zeroCopy = (u.zeroCopyQueues ?? 0) > 0;
+    const state = this.uring!.poolState();
+    if (state === "fallback") this.opts.log(`fuse-uring: the kernel refused the io_uring buffer pool of ${u.poolRefused} queue(s) (${errnoName(u.poolErrno ?? 0)}): per-entry payload buffers there`);
+    else if (this.opts.debug && state === "active") this.opts.log(`fuse: io_uring buffer pools active on ${u.poolQueues} queue(s); zero-copy ${(u.zeroCopyQueues ?? 0) > 0 ? "active" : u.zeroCopyErrno ? `refused (${errnoName(u.zeroCopyErrno)})` : "off"}`);
   }
 
   private async negotiate(req: Request): Promise<void> {
@@ -733,7 +791,10 @@ export class Session implements Sink, ReplyObserver {
             kernelMinor: init.minor, offered: String(init.flags), granted: String(flags), grantedNames: info.grantedNames,
             maxWrite: o.maxWrite, maxReadahead: init.maxReadahead,
           });
-        } else this.uring!.start();
+        } else {
+          this.uring!.start();
+          this.afterRingStart();
+        }
       } catch (e) {
         // Cannot happen short of a shim bug; the kernel would block all I/O, so abort loudly.
         this.readyReject(new Error(`io_uring register failed after INIT: ${String(e)}`));
@@ -746,7 +807,7 @@ export class Session implements Sink, ReplyObserver {
       o.log(`fuse: INIT granted [${info.grantedNames.join(" ")}] max_write=${o.maxWrite} max_pages=${maxPages}`);
       const plan = this.ringPlan();
       o.log(`fuse: transport=${this.transport} (${reason})` + (ringUp ? ` queues=${plan.totalQueues} depth=${o.queueDepth} pinned=${plan.totalQueues * o.queueDepth * (plan.payloadSize + 4096)} bytes` : ""));
-      o.log(this.bufferPools ? "fuse: kernel offers io_uring buffer pools (FUSE 7.46); using per-entry payload buffers" : "fuse: no io_uring buffer pools in this kernel: per-entry payload buffers");
+      o.log(`fuse: buffers: ${this.stats().bufferPoolsReason}`);
     }
     await Promise.resolve(this.fs.init?.(info)).then(
       () => this.readyResolve(info),
@@ -911,7 +972,7 @@ export class Session implements Sink, ReplyObserver {
       ringRecovered: u?.recovered ?? 0,
       errors: this.counters.errors + c.errors + (u?.errors ?? 0),
       replies: this.counters.replies,
-      bufferPools: this.bufferPools,
+      ...this.bufferStats(u),
       fixedBuffers: u?.fixedBuffers ?? false,
       fixedFile: u?.fixedFile ?? false,
       ops: this.opsByName(),
@@ -934,6 +995,33 @@ export class Session implements Sink, ReplyObserver {
       ringDepth: this.uring || this.forwarded.length ? this.opts.queueDepth : 0,
       queueInflight: this.queueInflight(),
     };
+  }
+
+  /** The buffer facts of this thread's ring (stats; merged over workers by mergeStats). */
+  private bufferStats(u: SourceStats | undefined): Pick<SessionStats, "bufferPools" | "bufferPoolsReason" | "poolBytes" | "zeroCopy" | "zeroCopyRequests" | "zeroCopyBytes"> {
+    const ring = this.uring;
+    const state = ring?.poolState() ?? "off";
+    const bytes = ring && state !== "off" ? this.ringPlanPoolBytes() : 0;
+    const zc = (u?.zeroCopyQueues ?? 0) > 0 ? "active" : u?.zeroCopyErrno ? "refused" : "off";
+    let pools: BufferPoolState, reason: string;
+    if (state === "active") {
+      pools = "active";
+      reason = `io_uring buffer pools (FUSE 7.46): ${bytes} bytes per queue, zero-copy ${zc === "refused" ? `refused (${errnoName(u!.zeroCopyErrno!)}: needs CAP_SYS_ADMIN)` : zc}`;
+    } else if (state === "fallback") {
+      pools = "fallback";
+      reason = `the kernel refused the buffer pool of ${u?.poolRefused} queue(s) (${errnoName(u?.poolErrno ?? 0)}): per-entry payload buffers there`;
+    } else if (this.bufferPools || this.opts.role === "worker") {
+      pools = this.bufferPools ? "offered" : "none";
+      reason = !this.bufferPools ? "per-entry payload buffers" : this.opts.poolSize === 0 ? "kernel offers buffer pools; per-entry payload buffers (--pool-size 0)" : this.transport !== "uring" ? "kernel offers buffer pools; classic transport" : this.pool?.forwarding ? "kernel offers buffer pools; per-entry payload buffers (forwarding workers)" : "kernel offers buffer pools (used by the worker threads' rings)";
+    } else {
+      pools = "none";
+      reason = "no io_uring buffer pools in this kernel (FUSE_HAS_IO_URING_BUFPOOL not offered): per-entry payload buffers";
+    }
+    return { bufferPools: pools, bufferPoolsReason: reason, poolBytes: bytes, zeroCopy: zc, zeroCopyRequests: u?.zeroCopyRequests ?? 0, zeroCopyBytes: u?.zeroCopyBytes ?? 0 };
+  }
+
+  private ringPlanPoolBytes(): number {
+    return poolBytes(this.opts.poolSize, roundUp(Math.max(8192, this.opts.maxWrite), 4096));
   }
 
   /** Busy ring entries per queue (entry i belongs to queue i / depth, as the shim registers them). */
@@ -1087,7 +1175,10 @@ class EarlyInterrupts {
 function mergeStats(own: SessionStats, workers: (Partial<SessionStats> | null)[], forwarding: boolean): SessionStats {
   const out: SessionStats = { ...own, ops: { ...own.ops }, latencyUs: { ...own.latencyUs }, threads: [...own.threads] };
   const sum = ["ringRequests", "devRequests", "wakeups", "cqes", "submits", "inflight", "pinnedBytes", "fixedIo", "nativeSync", "waitTimers", "enters", "nativeRequests",
-    "nativeReadBytes", "nativeWriteBytes", "nativeErrors", "ringRecovered", "errors", "replies", "forgets", "interrupts"] as const;
+    "nativeReadBytes", "nativeWriteBytes", "nativeErrors", "ringRecovered", "errors", "replies", "forgets", "interrupts", "zeroCopyRequests", "zeroCopyBytes"] as const;
+  // Buffer pools: the workers' rings decide (a refusal anywhere shows).
+  const rank: BufferPoolState[] = ["none", "offered", "active", "fallback"];
+  const zrank = ["off", "refused", "active"] as const;
   workers.forEach((w, i) => {
     if (!w) return;
     for (const k of sum) (out[k] as number) += (w[k] as number | undefined) ?? 0;
@@ -1096,6 +1187,12 @@ function mergeStats(own: SessionStats, workers: (Partial<SessionStats> | null)[]
     out.nativeHandles += w.nativeHandles ?? 0;
     out.fixedBuffers ||= w.fixedBuffers ?? false;
     out.fixedFile ||= w.fixedFile ?? false;
+    if (w.bufferPools && rank.indexOf(w.bufferPools) > rank.indexOf(out.bufferPools)) {
+      out.bufferPools = w.bufferPools;
+      out.bufferPoolsReason = w.bufferPoolsReason ?? out.bufferPoolsReason;
+      out.poolBytes = w.poolBytes ?? out.poolBytes;
+    }
+    if (w.zeroCopy && zrank.indexOf(w.zeroCopy) > zrank.indexOf(out.zeroCopy)) out.zeroCopy = w.zeroCopy;
     for (const [op, n] of Object.entries(w.ops ?? {})) out.ops[op] = (out.ops[op] ?? 0) + n;
     for (const [op, l] of Object.entries(w.latencyUs ?? {})) out.latencyUs[op] = mergeLatency(out.latencyUs[op], l);
     for (const t of w.threads ?? []) out.threads.push({ ...t, thread: `worker ${i}` });

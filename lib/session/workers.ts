@@ -13,6 +13,7 @@
 //   other request to the main thread as its entry index; the main thread handles it in place
 //   through views over the worker's entries (lib/session/forwarded.ts) and posts the commit back.
 
+import type { PoolOptions } from "../transport/uring.ts";
 import { loadedShimPath } from "../native.ts";
 import type { DataPlaneShare } from "./dataplane.ts";
 import type { SessionStats } from "./session.ts";
@@ -35,6 +36,8 @@ export interface RingPlan {
   waitMicros: number;
   /** Native transfers up to this size run synchronously; null: by queue count (nativeSyncLimit). */
   nativeSyncMax: number | null;
+  /** FUSE 7.46 buffer pools for the ring (null: per-entry payloads). */
+  pool: PoolOptions | null;
 }
 
 /** INIT facts a worker's filesystem gets in fs.init (functions are recreated in the worker). */
