@@ -787,7 +787,7 @@ export class Session implements Sink, ReplyObserver {
     if (ringUp) {
       try {
         if (this.pool) {
-          this.pool.start({
+          await this.pool.start({
             kernelMinor: init.minor, offered: String(init.flags), granted: String(flags), grantedNames: info.grantedNames,
             maxWrite: o.maxWrite, maxReadahead: init.maxReadahead,
           });

@@ -80,6 +80,7 @@ export type FromWorker =
   /** Forwarding: the worker's ring stopped (-errno as in a STOPPED record, positive here). */
   | { type: "stopped"; errno: number }
   | { type: "stats"; stats: SessionStats }
+  | { type: "started"; stats: SessionStats | null }
   | { type: "ended"; reason: string }
   | { type: "closed" }
   | { type: "reload-prepared" }
@@ -150,6 +151,9 @@ export class WorkerPool {
       case "stats":
         slot.stats = m.stats;
         return;
+      case "started":
+        if (m.stats) slot.stats = m.stats;
+        break;
       case "ended":
         return this.markEnded(slot, m.reason);
       case "log":
@@ -227,8 +231,10 @@ export class WorkerPool {
     if (!s.ended) s.worker.postMessage({ type: "commit", pairs } satisfies ToWorker);
   }
 
-  start(init: WorkerInit): void {
-    for (const s of this.slots) s.worker.postMessage({ type: "start", init } satisfies ToWorker);
+  /** Every worker registers its ring's entries (after adding its queues' buffer pools);
+   *  resolves once all did, with their first stats (the ready line says what the pools became). */
+  async start(init: WorkerInit): Promise<void> {
+    await Promise.all(this.slots.map((s) => this.request(s, { type: "start", init }, "started")));
   }
 
   forget(pairs: number[]): void {
