@@ -9,6 +9,7 @@ const ring = @import("ring.zig");
 const queue = @import("queue.zig");
 const bell = @import("bell.zig");
 const dataplane = @import("dataplane.zig");
+const uring = @import("uring.zig");
 
 const Classic = classic.Classic;
 const Ring = ring.Ring;
@@ -205,4 +206,5 @@ test {
     _ = queue;
     _ = classic;
     _ = dataplane;
+    _ = uring;
 }

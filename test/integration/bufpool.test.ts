@@ -17,11 +17,13 @@ import {
 } from "../helpers/index.ts";
 
 const MiB = 1 << 20;
+/** Under emulation (the TCG guest) a mount with worker threads takes far longer than 15 s. */
+const SLOW = { readyTimeoutMs: 180_000 };
 afterAll(unmountTmpfsSources, 30_000);
 
 /** The running kernel's INIT offer, from a memfs mount's --debug line. */
 async function offersPools(): Promise<{ offered: boolean; line: string }> {
-  const d = await startDaemon(["--transport", "uring", "--debug"]);
+  const d = await startDaemon(["--transport", "uring", "--debug"], SLOW);
   const line = d.stderr().split("\n").find((l) => l.includes("INIT kernel")) ?? "";
   await d.stop("SIGTERM");
   return { offered: /\bHAS_IO_URING_BUFPOOL\b/.test(line), line };
@@ -71,7 +73,7 @@ if (probe.offered) {
 
     fuseTest("memfs: pools active on every queue, byte-exact 1 MiB and unaligned sizes, buffered and O_DIRECT", async () => {
       const stats = statsPath();
-      const d = await startDaemon(["--transport", "uring", "--stats-file", stats]);
+      const d = await startDaemon(["--transport", "uring", "--stats-file", stats], SLOW);
       expect(d.readyLine).toContain("io_uring buffer pools (FUSE 7.46)");
       await exercise(d.mnt, null);
       const s = await readStats(stats, { until: (x) => Number(x.ringRequests) > 50 });
@@ -89,7 +91,7 @@ if (probe.offered) {
       const src = await mountTmpfsSource("size=256m", "fuse-uring-bp-src-");
       try {
         const stats = statsPath();
-        const d = await startDaemon(["--transport", "uring", "--stats-file", stats], { command: ptCommand(src) });
+        const d = await startDaemon(["--transport", "uring", "--stats-file", stats], { ...SLOW, command: ptCommand(src) });
         expect(d.readyLine).toContain("zero-copy active");
         const moved = await exercise(d.mnt, src);
         const s = await readStats(stats, { until: (x) => Number(x.zeroCopyBytes) >= moved.written });
@@ -111,7 +113,7 @@ if (probe.offered) {
       const src = await mountTmpfsSource("size=256m", "fuse-uring-bp-src-");
       try {
         const stats = statsPath();
-        const d = await startDaemon(["--transport", "uring", "--no-zero-copy", "--stats-file", stats], { command: ptCommand(src) });
+        const d = await startDaemon(["--transport", "uring", "--no-zero-copy", "--stats-file", stats], { ...SLOW, command: ptCommand(src) });
         const moved = await exercise(d.mnt, src);
         const s = await readStats(stats, { until: (x) => Number(x.nativeWriteBytes) >= moved.written });
         expect(s.bufferPools).toBe("active");
@@ -129,7 +131,7 @@ if (probe.offered) {
       const src = await mountTmpfsSource("size=256m", "fuse-uring-bp-src-");
       try {
         const stats = statsPath();
-        const d = await startDaemon(["--transport", "uring", "--stats-file", stats], { command: ptCommand(src), env: { FUSE_URING_POOL_FAULT: "refuse" } });
+        const d = await startDaemon(["--transport", "uring", "--stats-file", stats], { ...SLOW, command: ptCommand(src), env: { FUSE_URING_POOL_FAULT: "refuse" } });
         expect(d.stderr()).toMatch(/kernel refused the io_uring buffer pool of \d queue\(s\) \(EINVAL\)/);
         const moved = await exercise(d.mnt, src);
         const s = await readStats(stats, { until: (x) => Number(x.nativeWriteBytes) >= moved.written });
@@ -158,7 +160,7 @@ if (probe.offered) {
       try {
         // One 1 MiB buffer per queue: an unprivileged pool counts against RLIMIT_MEMLOCK.
         d = await startDaemon(["--transport", "uring", "--pool-size", String(MiB), "--stats-file", stats], {
-          mnt, prefix: ["runuser", "-u", "nobody", "--"], env: { HOME: home, XDG_CACHE_HOME: home }, command: ptCommand(src),
+          ...SLOW, mnt, prefix: ["runuser", "-u", "nobody", "--"], env: { HOME: home, XDG_CACHE_HOME: home }, command: ptCommand(src),
         });
       } finally {
         chmodSync("/dev/fuse", devMode);
@@ -179,7 +181,7 @@ if (probe.offered) {
     fuseTest("memory: pools at --queue-depth 32 pin less than per-entry 1 MiB buffers at depth 8", async () => {
       const pinned = async (args: string[]): Promise<Stats> => {
         const stats = statsPath();
-        const d = await startDaemon(["--transport", "uring", "--workers", "1", "--stats-file", stats, ...args]);
+        const d = await startDaemon(["--transport", "uring", "--workers", "1", "--stats-file", stats, ...args], SLOW);
         await shOk(`echo x > "$1/f" && cat "$1/f" >/dev/null`, [d.mnt]);
         const s = await readStats(stats, { until: (x) => Number(x.pinnedBytes) > 0 && Number(x.ringRequests) > 0 });
         expect(await d.stop("SIGTERM")).toBe(0);
@@ -200,7 +202,7 @@ if (probe.offered) {
     fuseTest("kernel without buffer pools: per-entry payload buffers (fallback only; pools and zero-copy are tested where the kernel offers them), byte-exact", async () => {
       expect(probe.line).toContain("INIT kernel");
       const stats = statsPath();
-      const d = await startDaemon(["--transport", "uring", "--stats-file", stats]);
+      const d = await startDaemon(["--transport", "uring", "--stats-file", stats], SLOW);
       expect(d.readyLine).toContain("no io_uring buffer pools in this kernel");
       await exercise(d.mnt, null);
       const s = await readStats(stats, { until: (x) => Number(x.ringRequests) > 50 });
