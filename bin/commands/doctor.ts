@@ -3,7 +3,7 @@
 // directory, transport auto): its INIT tells the protocol version and what the kernel offers,
 // and whether the io_uring ring could be set up. Exit 0 when a mount works, 1 otherwise.
 
-import { ringSizing } from "../../lib/transport/uring.ts";
+import { poolBytes, ringSizing } from "../../lib/transport/uring.ts";
 import { dlopen, FFIType, read } from "bun:ffi";
 import { accessSync, constants, existsSync, mkdtempSync, openSync, closeSync, readFileSync, rmdirSync, statSync } from "node:fs";
 import { arch, platform, release, tmpdir } from "node:os";
@@ -195,7 +195,7 @@ export async function runChecks(): Promise<DoctorReport> {
   const cpus = possibleCpuCount();
   // The session sizes rings to a budget (lib/transport/uring.ts ringSizing).
   const { depth: DEFAULT_DEPTH, maxWrite: DEFAULT_MAX_WRITE } = ringSizing(cpus);
-  const pinned = cpus * DEFAULT_DEPTH * (DEFAULT_MAX_WRITE + ENTRY_HEADER);
+  let pinned = cpus * DEFAULT_DEPTH * (DEFAULT_MAX_WRITE + ENTRY_HEADER);
   const report: DoctorReport = { ok: false, version: VERSION, checks, kernel: { release: release() }, possibleCpus: cpus, pinnedBytesDefault: pinned };
 
   // platform + shim
@@ -384,13 +384,20 @@ export async function runChecks(): Promise<DoctorReport> {
   const memAvail = Number(/^MemAvailable:\s+(\d+) kB/m.exec(readText("/proc/meminfo") ?? "")?.[1] ?? 0) * 1024;
   const memlock = /^Max locked memory\s+(\S+)/m.exec(readText("/proc/self/limits") ?? "")?.[1];
   const lockLimit = memlock === undefined || memlock === "unlimited" ? Infinity : Number(memlock);
-  const formula = `${cpus} queue${cpus === 1 ? "" : "s"} × ${DEFAULT_DEPTH} entries × (${mib(DEFAULT_MAX_WRITE)} + 4 KiB), budget 64 MiB`;
+  let formula = `${cpus} queue${cpus === 1 ? "" : "s"} × ${DEFAULT_DEPTH} entries × (${mib(DEFAULT_MAX_WRITE)} + 4 KiB), budget 64 MiB`;
+  if (probe.bufferPoolState === "active") {
+    // Buffer pools (Linux 7.3): a pool per queue plus a header page per entry (lib/transport/uring.ts).
+    const pool = poolBytes(-1, DEFAULT_MAX_WRITE);
+    pinned = cpus * (pool + DEFAULT_DEPTH * ENTRY_HEADER);
+    formula = `${cpus} queue${cpus === 1 ? "" : "s"} × (${mib(pool)} buffer pool + ${DEFAULT_DEPTH} × 4 KiB headers); --pool-size sets the pool, --queue-depth costs headers only`;
+    report.pinnedBytesDefault = pinned;
+  }
   const memlockNote =
     !hasCap(CAP_IPC_LOCK) && pinned > lockLimit ? `; above RLIMIT_MEMLOCK (${mib(lockLimit)}), so the payloads are not registered as fixed buffers (works, slightly slower I/O)` : "";
   if (memAvail && pinned > memAvail / 2) {
     add("pinned_memory", "WARN", `a default io_uring mount pins ${mib(pinned)} (${formula}), more than half of MemAvailable (${mib(memAvail)})${memlockNote}`, "mount with a smaller --queue-depth or --max-write, or --transport classic");
   } else {
-    add("pinned_memory", "OK", `a default io_uring mount pins ${mib(pinned)} (${formula}); lower it with --queue-depth / --max-write${memlockNote}`);
+    add("pinned_memory", "OK", `a default io_uring mount pins ${mib(pinned)} (${formula})${probe.bufferPoolState === "active" ? "" : "; lower it with --queue-depth / --max-write"}${memlockNote}`);
   }
 
   // descriptors: the passthrough raises the soft limit to the hard one and keeps a budget

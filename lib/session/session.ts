@@ -16,7 +16,7 @@ import {
 import { ClassicSource } from "../transport/classic.ts";
 import type { Sink, Slot, Source, SourceStats, TransportKind } from "../transport/types.ts";
 import {
-  FU_RING_FAULT_BAD_COMMIT, FU_RING_NO_FIXED_BUFFERS, IORING_SETUP_DEFER_TASKRUN, IORING_SETUP_SINGLE_ISSUER, possibleCpus, ringSizing, UringError, UringSource,
+  FU_RING_FAULT_BAD_COMMIT, FU_RING_NO_FIXED_BUFFERS, IORING_SETUP_DEFER_TASKRUN, IORING_SETUP_SINGLE_ISSUER, possibleCpus, ringSizing, UringError, UringSource, poolBytes,
 } from "../transport/uring.ts";
 import { DataPlane, type DataPlaneMode, type DataPlaneShare } from "./dataplane.ts";
 import { WorkerPool, type RingPlan, type WorkerInit, type WorkerModule } from "./workers.ts";
@@ -92,14 +92,6 @@ export interface SessionOptions {
 
 export type BufferPoolState = "active" | "fallback" | "offered" | "none";
 
-/** Default pool per queue: 4 MiB (four 1 MiB buffers; depth no longer sets payload memory). */
-export const POOL_DEFAULT_BYTES = 4 << 20;
-
-/** Pool bytes per queue for a payload size: whole buffers, at least one. */
-export function poolBytes(requested: number, payloadSize: number): number {
-  const want = requested < 0 ? POOL_DEFAULT_BYTES : requested;
-  return Math.max(1, Math.floor(want / payloadSize)) * payloadSize;
-}
 
 export const defaultSessionOptions: SessionOptions = {
   transport: "auto",

@@ -33,6 +33,15 @@ export interface PoolOptions {
   refuse: boolean;
 }
 
+/** Default pool per queue: 4 MiB (four 1 MiB buffers; depth no longer sets payload memory). */
+export const POOL_DEFAULT_BYTES = 4 << 20;
+
+/** Pool bytes per queue for a payload size: whole buffers, at least one. */
+export function poolBytes(requested: number, payloadSize: number): number {
+  const want = requested < 0 ? POOL_DEFAULT_BYTES : requested;
+  return Math.max(1, Math.floor(want / payloadSize)) * payloadSize;
+}
+
 /** The shim's pool flags (fu_ring_create_pooled). */
 const POOL_ZERO_COPY = 1, POOL_REFUSE = 2;
 /** ring_ent_in_out.offset (FUSE 7.46; the 6.18 padding): the request's buffer in the pool. */

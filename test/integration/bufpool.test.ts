@@ -82,7 +82,7 @@ if (probe.offered) {
       expect(Number(s.ringRequests)).toBeGreaterThan(50);
       expect(s.zeroCopy).toBe("off"); // memfs has no native data plane
       expect(Number(s.zeroCopyRequests)).toBe(0);
-      expect(Number(s.errors)).toBe(0);
+      expect(Number(s.protocolErrors)).toBe(0);
       expect(await d.stop("SIGTERM")).toBe(0);
     }, 600_000);
 
@@ -102,7 +102,8 @@ if (probe.offered) {
         expect(Number(s.zeroCopyBytes)).toBeGreaterThanOrEqual(moved.written);
         expect((s.ops as Record<string, number>).READ ?? 0).toBe(0);
         expect((s.ops as Record<string, number>).WRITE ?? 0).toBe(0);
-        expect(Number(s.errors)).toBe(0);
+        expect(Number(s.nativeErrors)).toBe(0);
+        expect(Number(s.protocolErrors)).toBe(0);
         expect(await d.stop("SIGTERM")).toBe(0);
       } finally {
         await unmountTmpfsSource(src);
