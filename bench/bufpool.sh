@@ -8,12 +8,13 @@
 set -u
 cd "$(dirname "$0")/.."
 ROUNDS=${1:-3}; SECS=${2:-5}
+# (the anchor folder must hold lib/libfuse3.so.4 as a symlink or a copy of the library)
 LIBFUSE=${LIBFUSE:-/work/shared/anchors/libfuse}
 BUN=node_modules/.bin/bun
 W=$(mktemp -d /tmp/fuse-uring-bench-bp-XXXX)
 SRC=$W/src; MNT=$W/mnt; mkdir -p $SRC $MNT
 mount -t tmpfs -o size=600m tmpfs $SRC
-head -c 256M /dev/urandom > $SRC/f
+head -c 64M /dev/urandom > $SRC/f
 echo Y > /sys/module/fuse/parameters/enable_uring
 
 declare -A CMD=(
@@ -33,8 +34,8 @@ for r in $(seq "$ROUNDS"); do
     for i in $(seq 600); do mountpoint -q $MNT && break; sleep 0.1; done
     mountpoint -q $MNT || { echo "$c: no mount"; cat $W/daemon.log; exit 1; }
     for rw in read write; do
-      fio --name=b --filename=$MNT/$( [ $rw = read ] && echo f || echo w ) --rw=$rw --bs=1M --direct=1 --ioengine=psync \
-        --size=256M --time_based --runtime=$SECS --ramp_time=1 --output-format=json --output=$W/fio.json > /dev/null 2>&1
+      timeout $((SECS + 60)) fio --name=b --filename=$MNT/$( [ $rw = read ] && echo f || echo w ) --rw=$rw --bs=1M --direct=1 --ioengine=psync \
+        --size=64M --time_based --runtime=$SECS --ramp_time=1 --output-format=json --output=$W/fio.json > /dev/null 2>&1
       echo "round $r $c $rw $(bw $W/fio.json) MiB/s"
     done
     if [ "$c" != libfuse ]; then
