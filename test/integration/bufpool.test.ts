@@ -102,6 +102,12 @@ if (probe.offered) {
         expect(Number(s.zeroCopyRequests)).toBeGreaterThan(0);
         // Every written byte went through zero-copy WRITEs (the data plane serves them all).
         expect(Number(s.zeroCopyBytes)).toBeGreaterThanOrEqual(moved.written);
+        // dd oflag=direct and the O_DIRECT reads open direct handles (tmpfs takes O_DIRECT): they
+        // are served zero-copy too (docs/DATAPLANE.md "O_DIRECT and zero-copy together"); tmpfs
+        // enforces no alignment, so nothing falls back here (the EINVAL fallback needs ext4/xfs:
+        // direct-io.test.ts on the host).
+        expect(Number(s.nativeDirect), "O_DIRECT opens got direct handles").toBeGreaterThan(0);
+        expect(Number(s.directFallbacks)).toBe(0);
         expect((s.ops as Record<string, number>).READ ?? 0).toBe(0);
         expect((s.ops as Record<string, number>).WRITE ?? 0).toBe(0);
         expect(Number(s.nativeErrors)).toBe(0);
