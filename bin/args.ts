@@ -89,8 +89,9 @@ Tuning (measured defaults; for experiments and benchmarks, each also an environm
                                   (FUSE_URING_NO_PIN=1)
   --lock-spin-us US               µs a thread spins on a shared filesystem lock before it
                                   sleeps (default 20; FUSE_URING_SPIN_US)
-  --test NAME[=VALUE]             test options (the suite's fault injection): poison, fault=SPEC
-                                  (FUSE_URING_POISON=1, FUSE_URING_FAULT=SPEC; lib/knobs.ts)
+  --test NAME[=VALUE]             test options (the suite's fault injection): poison, fault=SPEC,
+                                  pool-fault=refuse (FUSE_URING_POISON=1, FUSE_URING_FAULT=SPEC,
+                                  FUSE_URING_POOL_FAULT=refuse; lib/knobs.ts)
   -o OPT[,OPT…]                   mount options as in mount(8)/fstab/libfuse (repeatable):
       ro, rw, allow_other, default_permissions, no_default_permissions, fsname=NAME,
       subtype=NAME, max_read=N, max_write=N, entry_timeout=S, attr_timeout=S,
