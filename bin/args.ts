@@ -67,6 +67,11 @@ Options:
                                   O_DIRECT reaches the backing file, docs/DATAPLANE.md)
   --no-fixed-buffers              (io_uring) backing I/O with plain READ/WRITE instead of
                                   READ_FIXED/WRITE_FIXED on registered buffers (comparison)
+  --pool-size BYTES               (io_uring, Linux ≥ 7.3) payload buffer pool per queue,
+                                  whole max-write buffers (default 4 MiB); 0 = one payload
+                                  buffer per entry, as on kernels without buffer pools
+  --no-zero-copy                  (io_uring, Linux ≥ 7.3, root) natively served files go
+                                  through the buffer pool instead of the caller's pages
   --entry-ttl S, --attr-ttl S     kernel cache lifetimes in seconds (default 1)
   --negative-ttl S                cache "no such file" answers for S seconds (default 0)
   --request-timeout S             answer a request whose handler has not answered after S
@@ -84,8 +89,9 @@ Tuning (measured defaults; for experiments and benchmarks, each also an environm
                                   (FUSE_URING_NO_PIN=1)
   --lock-spin-us US               µs a thread spins on a shared filesystem lock before it
                                   sleeps (default 20; FUSE_URING_SPIN_US)
-  --test NAME[=VALUE]             test options (the suite's fault injection): poison, fault=SPEC
-                                  (FUSE_URING_POISON=1, FUSE_URING_FAULT=SPEC; lib/knobs.ts)
+  --test NAME[=VALUE]             test options (the suite's fault injection): poison, fault=SPEC,
+                                  pool-fault=refuse (FUSE_URING_POISON=1, FUSE_URING_FAULT=SPEC,
+                                  FUSE_URING_POOL_FAULT=refuse; lib/knobs.ts)
   -o OPT[,OPT…]                   mount options as in mount(8)/fstab/libfuse (repeatable):
       ro, rw, allow_other, default_permissions, no_default_permissions, fsname=NAME,
       subtype=NAME, max_read=N, max_write=N, entry_timeout=S, attr_timeout=S,
@@ -153,7 +159,7 @@ export function parseArgs(argv: string[]): Command {
   const positional: string[] = [];
   const cmd: Omit<MountCommand, "fs" | "mountpoint"> & { fs?: MountCommand["fs"] } = {
     kind: "mount", transport: "auto", queueDepth: 0, maxWrite: 0, dataPlane: "native", workers: "auto", debug: false, allowOther: false,
-    defaultPermissions: true, readOnly: false, writebackCache: false, kernelPassthrough: false, fixedBuffers: true, backingCache: false, fileHandles: true,
+    defaultPermissions: true, readOnly: false, writebackCache: false, kernelPassthrough: false, fixedBuffers: true, backingCache: false, poolSize: -1, zeroCopy: true, fileHandles: true,
     entryTtl: 1, attrTtl: 1, negativeTtl: 0, requestTimeout: 0,
   };
   const dashdash = rest.indexOf("--");
@@ -201,6 +207,8 @@ export function parseArgs(argv: string[]): Command {
       case "--no-file-handles": cmd.fileHandles = false; break;
       case "--no-fixed-buffers": cmd.fixedBuffers = false; break;
       case "--backing-cache": cmd.backingCache = true; break;
+      case "--pool-size": cmd.poolSize = intArg(flag, value(), 0, 1 << 30); break;
+      case "--no-zero-copy": cmd.zeroCopy = false; break;
       case "--workers": {
         const v = value();
         cmd.workers = v === "auto" ? "auto" : intArg(flag, v, 1, 64);
@@ -227,7 +235,8 @@ export function parseArgs(argv: string[]): Command {
         cmd.test ??= {};
         if (name === "poison" && val === undefined) cmd.test.poison = true;
         else if (name === "fault" && val) cmd.test.fault = val;
-        else throw new UsageError(`--test: unknown test option ${JSON.stringify(t)} (poison, fault=SPEC)`);
+        else if (name === "pool-fault" && val === "refuse") cmd.test.poolFault = val;
+        else throw new UsageError(`--test: unknown test option ${JSON.stringify(t)} (poison, fault=SPEC, pool-fault=refuse)`);
         break;
       }
       case "--request-timeout": {

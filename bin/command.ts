@@ -37,6 +37,10 @@ export interface MountCommand {
   fixedBuffers: boolean;
   /** --backing-cache: O_DIRECT opens keep a buffered backing descriptor (host page cache). */
   backingCache: boolean;
+  /** --pool-size: buffer pool bytes per queue (Linux >= 7.3); -1 default, 0 off. */
+  poolSize: number;
+  /** false: --no-zero-copy. */
+  zeroCopy: boolean;
   entryTtl: number;
   attrTtl: number;
   negativeTtl: number;
@@ -51,7 +55,7 @@ export interface MountCommand {
   pin?: boolean;
   lockSpinMicros?: number;
   /** --test NAME[=VALUE]: the suite's test options. */
-  test?: { poison?: boolean; fault?: string };
+  test?: { poison?: boolean; fault?: string; poolFault?: string };
   /** VFS flags and kernel options from -o (noexec, noatime, max_read=, …). */
   vfs?: VfsOptions;
 }

@@ -80,6 +80,8 @@ export const MOUNT_OPTIONS: Record<string, Setter> = {
   kernel_passthrough: flag((c) => void (c.kernelPassthrough = true)),
   no_fixed_buffers: flag((c) => void (c.fixedBuffers = false)),
   backing_cache: flag((c) => void (c.backingCache = true)),
+  pool_size: valued((c, v, o) => void (c.poolSize = intValue(o, v, 0, 1 << 30))),
+  no_zero_copy: flag((c) => void (c.zeroCopy = false)),
   request_timeout: valued((c, v, o) => {
     const t = secondsValue(o, v);
     if (t <= 0) throw new UsageError("-o request_timeout= must be > 0 seconds (leave it out to wait forever)");

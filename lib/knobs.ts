@@ -25,12 +25,14 @@ export const KNOBS: readonly KnobSpec[] = [
   { env: "FUSE_URING_RUNTIME_DIR", kind: "install", what: "where a daemon publishes its live stats for `fuse-uring stats`" },
   { env: "FUSE_URING_SLOW_MS", kind: "tuning", flag: "--slow-request-ms MS", what: "log a request still pending after MS ms (default 10000; 0: never)" },
   { env: "FUSE_URING_FIXED_BUFFERS", kind: "tuning", flag: "--no-fixed-buffers", what: "0: backing I/O with plain READ/WRITE instead of registered buffers" },
+  { env: "FUSE_URING_ZERO_COPY", kind: "tuning", flag: "--no-zero-copy", what: "0: natively served files go through the buffer pool instead of the caller's pages (Linux >= 7.3)" },
   { env: "FUSE_URING_WAIT_US", kind: "tuning", flag: "--ring-wait-us US", what: "µs a ring's owner blocks in the kernel before its event loop runs (default 10000)" },
   { env: "FUSE_URING_RING_FLAGS", kind: "tuning", flag: "--ring-flags N", what: "io_uring setup flags (default SINGLE_ISSUER | DEFER_TASKRUN)" },
   { env: "FUSE_URING_NATIVE_SYNC_MAX", kind: "tuning", flag: "--native-sync-max BYTES", what: "native transfers up to BYTES run synchronously on the ring's thread (default: by queues per ring)" },
   { env: "FUSE_URING_NO_PIN", kind: "tuning", flag: "--no-pin", what: "1: worker threads are not pinned to their queues' CPUs" },
   { env: "FUSE_URING_SPIN_US", kind: "tuning", flag: "--lock-spin-us US", what: "µs a thread spins on a shared filesystem lock before sleeping (default 20)" },
   { env: "FUSE_URING_POISON", kind: "test", flag: "--test poison", what: "1: fill unused payload bytes with a pattern and check it on reuse" },
+  { env: "FUSE_URING_POOL_FAULT", kind: "test", flag: "--test pool-fault=refuse", what: "refuse: ask ADD_BUFPOOL for a pool the kernel refuses (the per-entry fallback)" },
   { env: "FUSE_URING_FAULT", kind: "test", flag: "--test fault=SPEC", what: "inject faults (comma-separated): bad-commit (the ring), worker-exit:W:K or worker-throw:W:K (worker W fails in its K+1-th handler), no-fusectl (a fail-stop acts as without fusectl)" },
 ];
 
@@ -67,6 +69,7 @@ export const knobs = {
   runtimeDir: () => raw("FUSE_URING_RUNTIME_DIR"),
   slowRequestMs: () => num("FUSE_URING_SLOW_MS"),
   fixedBuffers: () => raw("FUSE_URING_FIXED_BUFFERS") !== "0",
+  zeroCopy: () => raw("FUSE_URING_ZERO_COPY") !== "0",
   ringWaitMicros: () => num("FUSE_URING_WAIT_US"),
   ringSetupFlags: () => num("FUSE_URING_RING_FLAGS"),
   nativeSyncMax: () => num("FUSE_URING_NATIVE_SYNC_MAX") ?? null,
@@ -75,4 +78,5 @@ export const knobs = {
   lockSpinMicros: () => num("FUSE_URING_SPIN_US") ?? 20,
   poison: () => raw("FUSE_URING_POISON") === "1",
   fault: () => raw("FUSE_URING_FAULT") ?? "",
+  poolFault: () => raw("FUSE_URING_POOL_FAULT") ?? "",
 };

@@ -16,6 +16,8 @@ pub const op_in_size = 128;
 pub const ent_in_out_offset = 256; // fuse_uring_req_header.ring_ent_in_out
 pub const commit_id_offset = ent_in_out_offset + 8;
 pub const payload_sz_offset = ent_in_out_offset + 16;
+/// FUSE 7.46 ent_in_out.offset (6.18: padding): the request's buffer inside the queue's pool.
+pub const pool_offset_offset = ent_in_out_offset + 20;
 
 comptime {
     assert(header_size <= header_stride);

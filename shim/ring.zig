@@ -83,7 +83,47 @@ pub const Stats = extern struct {
     /// Direct reads/writes the backing filesystem refused (EINVAL, alignment) and that were
     /// done once more on the handle's buffered descriptor.
     direct_fallbacks: u64 = 0,
+    // ---- FUSE 7.46 buffer pools (ABI 5) ----
+    /// Queues whose payloads come from a buffer pool (ADD_QUEUE + ADD_BUFPOOL accepted).
+    pool_queues: u64 = 0,
+    /// Queues that asked for a pool and fell back to per-entry payloads.
+    pool_refused: u64 = 0,
+    /// -errno of the last refused ADD_QUEUE/ADD_BUFPOOL (0: none).
+    pool_error: i64 = 0,
+    /// Queues created with FUSE_URING_ZERO_COPY.
+    zero_copy_queues: u64 = 0,
+    /// Native READ/WRITEs done straight at the client's pages (FUSE_URING_ENT_ZERO_COPY).
+    zero_copy_requests: u64 = 0,
+    zero_copy_bytes: u64 = 0,
+    /// 1 if the pools are registered buffers (IORING_URING_CMD_FIXED, index = queue).
+    pool_fixed: u64 = 0,
+    /// -errno of a refused FUSE_URING_ZERO_COPY ADD_QUEUE (-EPERM without CAP_SYS_ADMIN).
+    zero_copy_error: i64 = 0,
 };
+
+/// Buffer pools asked for by fu_ring_create_pooled (docs/BUFFERS.md). `base` is memory the
+/// caller owns (a SharedArrayBuffer allocated by JS) and keeps alive until fu_ring_destroy:
+/// queue q's pool is `base + q * len`, `len` bytes, cut by the kernel into len / payload_size
+/// buffers. zero_copy: ask ADD_QUEUE for FUSE_URING_ZERO_COPY (the kernel answers -EPERM
+/// without CAP_SYS_ADMIN; the queue is then made without it). refuse: test fault, ADD_BUFPOOL
+/// gets a 4 KiB pool, which the kernel refuses (-EINVAL: no whole buffer fits).
+pub const PoolConfig = struct {
+    base: usize = 0,
+    len: u32 = 0,
+    zero_copy: bool = false,
+    refuse: bool = false,
+};
+pub const pool_flag_zero_copy: u32 = 1 << 0;
+pub const pool_flag_refuse: u32 = 1 << 1;
+
+/// struct iovec of REGISTER's iovec pair; a pool queue's payload iovec is {NULL, 0}.
+const RegIovec = extern struct { base: ?[*]u8, len: usize };
+comptime {
+    assert(@sizeOf(RegIovec) == @sizeOf(std.posix.iovec));
+}
+
+/// Where an entry's payload bytes are for backing I/O.
+const EntryBuf = struct { ptr: [*]u8, fixed: bool, index: u32 };
 
 const EntryState = enum(u8) { idle, registering, waiting, js, native, dead };
 
@@ -94,6 +134,8 @@ const ud_tag_mask: u64 = 0xffff_ffff << 32;
 const ud_cancel: u64 = std.math.maxInt(u64) - 1;
 /// The wait timer (at most one in the kernel at a time).
 const ud_timer: u64 = std.math.maxInt(u64) - 2;
+/// ADD_QUEUE/ADD_BUFPOOL at start (queue index in the low bits).
+const ud_setup: u64 = 3 << 32;
 
 /// Not an io_uring flag: set in fu_ring_create's setup_flags to skip fixed-buffer registration.
 pub const no_fixed_buffers_flag: u32 = 1 << 31;
@@ -118,17 +160,25 @@ pub const Ring = struct {
     ring_mem: []align(64) u8,
     headers: []align(std.heap.page_size_min) u8,
     payloads: []align(std.heap.page_size_min) u8,
-    reg_iovecs: []std.posix.iovec,
+    reg_iovecs: []RegIovec,
     buf_iovecs: []std.posix.iovec,
     /// qids[q] = kernel queue id of this engine's q-th queue (entries q*depth ..).
     qids: []u16,
     dp: ?*DataPlane,
+    pool: PoolConfig,
+    /// Per queue: payloads from the pool (else per-entry), and FUSE_URING_ZERO_COPY.
+    queue_pool: []bool,
+    queue_zc: []bool,
+    /// The per-entry payloads are registered buffers (index = entry).
+    entry_table: bool = false,
 
     // Owner thread only.
     state: []EntryState,
     commit_ids: []u64,
     js_io: []bool,
     native_op: []u8,
+    /// The request went to its handle's buffered descriptor after the direct one refused it.
+    native_fell_back: []bool,
     retries: []u8,
     live: []u32,
     bad_qid_pending: []bool,
@@ -165,7 +215,7 @@ pub const Ring = struct {
     stats: Stats = .{},
 
     /// Runs on the owner thread: the ring's submitter is the thread that creates it.
-    pub fn create(fd: i32, qids: []const u16, nr_queues_total: u32, depth: u32, payload_size: u32, setup_flags: u32, doorbell: bell_mod.Fn, dp: ?*DataPlane, err: *i32) ?*Ring {
+    pub fn create(fd: i32, qids: []const u16, nr_queues_total: u32, depth: u32, payload_size: u32, setup_flags: u32, doorbell: bell_mod.Fn, dp: ?*DataPlane, pool: PoolConfig, err: *i32) ?*Ring {
         if (fd < 0) return fail(err, .BADF);
         const nq: u32 = @intCast(qids.len);
         if (nq == 0 or depth == 0 or nq > 4096 or depth > 4096) return fail(err, .INVAL);
@@ -174,6 +224,8 @@ pub const Ring = struct {
         if (2 * n64 + 8 > uring.max_sq_entries) return fail(err, .INVAL);
         const n: u32 = @intCast(n64);
         if (payload_size < 8192 or payload_size % 4096 != 0) return fail(err, .INVAL);
+        if (pool.len > 0 and (pool.base == 0 or pool.len < payload_size or pool.base % 4096 != 0 or pool.len % 4096 != 0)) return fail(err, .INVAL);
+        assert(!(pool.refuse and pool.zero_copy)); // a zero-copy queue without a pool takes no entries
 
         const allocator = std.heap.page_allocator;
         const self = allocator.create(Ring) catch return fail(err, .NOMEM);
@@ -193,10 +245,14 @@ pub const Ring = struct {
             .buf_iovecs = &.{},
             .qids = &.{},
             .dp = dp,
+            .pool = pool,
+            .queue_pool = &.{},
+            .queue_zc = &.{},
             .state = &.{},
             .commit_ids = &.{},
             .js_io = &.{},
             .native_op = &.{},
+            .native_fell_back = &.{},
             .retries = &.{},
             .live = &.{},
             .bad_qid_pending = &.{},
@@ -209,10 +265,16 @@ pub const Ring = struct {
         var i: u32 = 0;
         while (i < n) : (i += 1) {
             const hdr = self.header(i).?;
-            const pay = self.payload(i).?;
             self.reg_iovecs[2 * i] = .{ .base = hdr, .len = layout.header_size };
-            self.reg_iovecs[2 * i + 1] = .{ .base = pay, .len = payload_size };
-            self.buf_iovecs[i] = .{ .base = pay, .len = payload_size };
+            if (pool.len == 0) {
+                const pay = self.payload(i).?;
+                self.reg_iovecs[2 * i + 1] = .{ .base = pay, .len = payload_size };
+                self.buf_iovecs[i] = .{ .base = pay, .len = payload_size };
+            } else {
+                // A pool queue's REGISTER carries an empty payload iovec (dev_uring.c
+                // fuse_uring_create_ring_ent: -EINVAL otherwise).
+                self.reg_iovecs[2 * i + 1] = .{ .base = null, .len = 0 };
+            }
         }
         // One SQE per entry command and per I/O can be queued between two enters.
         const sq_entries = std.math.ceilPowerOfTwoAssert(u32, 2 * n + 8);
@@ -226,8 +288,11 @@ pub const Ring = struct {
         }
         // Fixed buffers only speed up backing I/O; above RLIMIT_MEMLOCK plain READ/WRITE on the
         // same memory work too.
-        const reg_rc = if (setup_flags & no_fixed_buffers_flag != 0) -1 else uring.fuw_register_buffers(self.ring, self.buf_iovecs.ptr, n);
-        self.stats.fixed_buffers = if (reg_rc == 0) 1 else 0;
+        if (pool.len == 0) {
+            const reg_rc = if (setup_flags & no_fixed_buffers_flag != 0) -1 else uring.fuw_register_buffers(self.ring, self.buf_iovecs.ptr, n);
+            self.stats.fixed_buffers = if (reg_rc == 0) 1 else 0;
+            self.entry_table = reg_rc == 0;
+        } else self.registerPools(setup_flags & no_fixed_buffers_flag == 0);
         // Refused (e.g. RLIMIT_NOFILE): entry commands name the fd itself, which works the same.
         self.stats.fixed_file = if (uring.fuw_register_fuse_fd(self.ring, fd) == 0) 1 else 0;
         const ev_rc = uring.fuw_register_eventfd(self.ring, self.event_fd);
@@ -258,7 +323,7 @@ pub const Ring = struct {
         self.ring_mem = allocator.alignedAlloc(u8, .@"64", uring.fuw_ring_size()) catch return failErr(err, .NOMEM);
         assert(uring.fuw_ring_align() <= 64);
         self.ring = @ptrCast(self.ring_mem.ptr);
-        self.reg_iovecs = allocator.alloc(std.posix.iovec, 2 * @as(usize, n)) catch return failErr(err, .NOMEM);
+        self.reg_iovecs = allocator.alloc(RegIovec, 2 * @as(usize, n)) catch return failErr(err, .NOMEM);
         self.buf_iovecs = allocator.alloc(std.posix.iovec, n) catch return failErr(err, .NOMEM);
         self.qids = allocator.alloc(u16, qids.len) catch return failErr(err, .NOMEM);
         @memcpy(self.qids, qids);
@@ -266,20 +331,27 @@ pub const Ring = struct {
         self.commit_ids = allocator.alloc(u64, n) catch return failErr(err, .NOMEM);
         self.js_io = allocator.alloc(bool, n) catch return failErr(err, .NOMEM);
         self.native_op = allocator.alloc(u8, n) catch return failErr(err, .NOMEM);
+        self.native_fell_back = allocator.alloc(bool, n) catch return failErr(err, .NOMEM);
         self.retries = allocator.alloc(u8, n) catch return failErr(err, .NOMEM);
         self.bad_qid_pending = allocator.alloc(bool, n) catch return failErr(err, .NOMEM);
         self.live = allocator.alloc(u32, qids.len) catch return failErr(err, .NOMEM);
+        self.queue_pool = allocator.alloc(bool, qids.len) catch return failErr(err, .NOMEM);
+        self.queue_zc = allocator.alloc(bool, qids.len) catch return failErr(err, .NOMEM);
+        @memset(self.queue_pool, false);
+        @memset(self.queue_zc, false);
         @memset(self.state, .idle);
         @memset(self.commit_ids, 0);
         @memset(self.js_io, false);
         @memset(self.native_op, 0);
+        @memset(self.native_fell_back, false);
         @memset(self.retries, 0);
         @memset(self.bad_qid_pending, self.setup_flags & fault_bad_commit_flag != 0);
         @memset(self.live, self.depth);
         // Pre-fault everything: the kernel copies requests in from task work and buffer
         // registration pins the payloads; neither should start by faulting pages in.
         self.headers = sys.mapAnon(sys.roundUp(@as(usize, n) * layout.header_stride, std.heap.page_size_min), true, err) orelse return error.Failed;
-        self.payloads = sys.mapAnon(@as(usize, n) * self.payload_size, true, err) orelse return error.Failed;
+        // With a pool the per-entry payloads exist only if the kernel refuses it (start).
+        if (self.pool.len == 0) self.payloads = sys.mapAnon(@as(usize, n) * self.payload_size, true, err) orelse return error.Failed;
         const efd = sys.eventfdOpen(false);
         if (efd < 0) {
             err.* = efd;
@@ -295,9 +367,12 @@ pub const Ring = struct {
         if (self.payloads.len > 0 and !self.payloads_unsafe) sys.unmap(self.payloads);
         if (self.headers.len > 0) sys.unmap(self.headers);
         if (self.live.len > 0) allocator.free(self.live);
+        if (self.queue_pool.len > 0) allocator.free(self.queue_pool);
+        if (self.queue_zc.len > 0) allocator.free(self.queue_zc);
         if (self.bad_qid_pending.len > 0) allocator.free(self.bad_qid_pending);
         if (self.retries.len > 0) allocator.free(self.retries);
         if (self.native_op.len > 0) allocator.free(self.native_op);
+        if (self.native_fell_back.len > 0) allocator.free(self.native_fell_back);
         if (self.js_io.len > 0) allocator.free(self.js_io);
         if (self.commit_ids.len > 0) allocator.free(self.commit_ids);
         if (self.state.len > 0) allocator.free(self.state);
@@ -332,15 +407,136 @@ pub const Ring = struct {
         return self.headers.ptr + @as(usize, idx) * layout.header_stride;
     }
 
+    /// The entry's own payload buffer; null for entries of a pool queue (their payload moves:
+    /// `ent_in_out.offset` names it per request).
     pub fn payload(self: *Ring, idx: u32) ?[*]u8 {
-        if (idx >= self.n) return null;
+        if (idx >= self.n or self.payloads.len == 0 or self.queue_pool[idx / self.depth]) return null;
         return self.payloads.ptr + @as(usize, idx) * self.payload_size;
+    }
+
+    /// Where the request in entry `idx` has its payload: the pool buffer at ent_in_out.offset
+    /// (pool queues) or the entry's own buffer. null if the kernel's offset is outside the pool.
+    fn entryBuf(self: *Ring, idx: u32) ?EntryBuf {
+        const q = idx / self.depth;
+        if (!self.queue_pool[q]) return .{ .ptr = self.payload(idx).?, .fixed = self.entry_table, .index = idx };
+        const off = std.mem.readInt(u32, self.header(idx).?[layout.pool_offset_offset..][0..4], .little);
+        if (@as(u64, off) + self.payload_size > self.pool.len) return null;
+        return .{ .ptr = @ptrFromInt(self.pool.base + @as(usize, q) * self.pool.len + off), .fixed = self.stats.pool_fixed == 1, .index = q };
+    }
+
+    // ---- buffer pools (FUSE 7.46, docs/BUFFERS.md) -----------------------------------------
+
+    /// create(): the ring's registered-buffer table = [pool of queue 0 .. nq-1] + (zero-copy)
+    /// one empty slot per entry (index nq + entry), where the kernel registers a zero-copy
+    /// request's pages. Refused (RLIMIT_MEMLOCK…): unregistered pools, no zero-copy.
+    fn registerPools(self: *Ring, want_fixed: bool) void {
+        const nq = self.nr_queues;
+        if (!want_fixed) {
+            self.pool.zero_copy = false;
+            return;
+        }
+        const slots = nq + if (self.pool.zero_copy) self.n else 0;
+        var q: u32 = 0;
+        while (q < nq) : (q += 1) self.buf_iovecs[q] = .{ .base = @ptrFromInt(self.pool.base + @as(usize, q) * self.pool.len), .len = self.pool.len };
+        if (uring.fuw_register_buffers_sparse(self.ring, slots) == 0) {
+            if (uring.fuw_update_buffers(self.ring, 0, self.buf_iovecs.ptr, nq) == 0) {
+                self.stats.pool_fixed = 1;
+                self.stats.fixed_buffers = 1;
+                return;
+            }
+            _ = uring.fuw_unregister_buffers(self.ring);
+        }
+        self.pool.zero_copy = false;
+    }
+
+    /// start(), before the first REGISTER: ADD_QUEUE (+ZERO_COPY) then ADD_BUFPOOL for every
+    /// queue, waited for here (they complete inline). A queue whose pool is refused gets
+    /// per-entry payloads (allocated now; the kernel allows that as long as the queue has no
+    /// pool and no ZERO_COPY). Returns -errno only when a queue cannot serve at all.
+    fn setupPools(self: *Ring) i32 {
+        const nq = self.nr_queues;
+        var res: [2]i32 = undefined;
+        var q: u32 = 0;
+        while (q < nq) : (q += 1) {
+            var zc = self.pool.zero_copy;
+            var rc = self.setupCmd(uring.fuse_cmd_add_queue, q, if (zc) uring.fuse_uring_zero_copy else 0);
+            if (rc < 0 and zc) {
+                // -EPERM: not CAP_SYS_ADMIN. The queue still gets a pool, without zero-copy.
+                self.stats.zero_copy_error = rc;
+                zc = false;
+                rc = self.setupCmd(uring.fuse_cmd_add_queue, q, 0);
+            }
+            res[0] = rc;
+            res[1] = if (rc == 0) self.setupCmd(uring.fuse_cmd_add_bufpool, q, 0) else rc;
+            if (res[1] == 0) {
+                self.queue_pool[q] = true;
+                self.queue_zc[q] = zc;
+                self.stats.pool_queues += 1;
+                if (zc) self.stats.zero_copy_queues += 1;
+            } else {
+                self.stats.pool_refused += 1;
+                self.stats.pool_error = res[1];
+                // dev_uring.c: entries of a ZERO_COPY queue without a pool are refused.
+                if (zc and res[0] == 0) return res[1];
+            }
+        }
+        if (self.stats.pool_queues == nq) return 0;
+        var err: i32 = 0;
+        self.payloads = sys.mapAnon(@as(usize, self.n) * self.payload_size, true, &err) orelse return err;
+        var i: u32 = 0;
+        while (i < self.n) : (i += 1) {
+            if (self.queue_pool[i / self.depth]) continue;
+            const pay = self.payload(i).?;
+            self.reg_iovecs[2 * i + 1] = .{ .base = pay, .len = self.payload_size };
+            self.buf_iovecs[i] = .{ .base = pay, .len = self.payload_size };
+        }
+        if (self.stats.pool_queues == 0 and self.setup_flags & no_fixed_buffers_flag == 0) {
+            // No pool anywhere: the table becomes today's (payload of entry i at index i).
+            if (self.stats.pool_fixed == 1) _ = uring.fuw_unregister_buffers(self.ring);
+            self.stats.pool_fixed = 0;
+            self.entry_table = uring.fuw_register_buffers(self.ring, self.buf_iovecs.ptr, self.n) == 0;
+            self.stats.fixed_buffers = @intFromBool(self.entry_table);
+        }
+        return 0;
+    }
+
+    /// One ADD_QUEUE/ADD_BUFPOOL, submitted and waited for (-EAGAIN: INIT reply not yet
+    /// processed, retried for up to ~1 s).
+    fn setupCmd(self: *Ring, cmd_op: u32, q: u32, flags: u64) i32 {
+        var tries: u32 = 0;
+        while (true) : (tries += 1) {
+            const sqe = uring.fuw_get_sqe(self.ring) orelse return sys.neg(.BUSY);
+            uring.fuw_prep_fuse_cmd(sqe, self.fuseFd(), @intCast(self.stats.fixed_file), cmd_op, 0, 0, 0, self.qids[q], ud_setup | q);
+            if (cmd_op == uring.fuse_cmd_add_bufpool) {
+                const len: u32 = if (self.pool.refuse) 4096 else self.pool.len;
+                uring.fuw_fuse_cmd_746(sqe, 0, self.pool.base + @as(usize, q) * self.pool.len, len, @intCast(self.stats.pool_fixed), @intCast(q));
+            } else uring.fuw_fuse_cmd_746(sqe, flags, 0, 0, 0, 0);
+            const sub = uring.fuw_submit(self.ring);
+            self.stats.enters += 1;
+            if (sub < 0) return sub;
+            var cqe: *uring.Cqe = undefined;
+            const wrc = uring.fuw_wait_cqe(self.ring, &cqe);
+            if (wrc < 0) return wrc;
+            // Nothing else is in flight before the first REGISTER.
+            assert(cqe.user_data == ud_setup | q);
+            const rc = cqe.res;
+            uring.fuw_cq_advance(self.ring, 1);
+            if (rc == sys.neg(.AGAIN) and tries < 1000) {
+                std.Thread.sleep(std.time.ns_per_ms);
+                continue;
+            }
+            return rc;
+        }
     }
 
     /// Queues REGISTER for every entry (submitted by the next enter); after the INIT reply.
     pub fn start(self: *Ring) i32 {
         if (self.started) return sys.neg(.ALREADY);
         self.started = true;
+        if (self.pool.len > 0) {
+            const rc = self.setupPools();
+            if (rc < 0) return rc;
+        }
         var i: u32 = 0;
         while (i < self.n) : (i += 1) self.prepRegister(i);
         return 0;
@@ -471,8 +667,9 @@ pub const Ring = struct {
         if (kind != 1 and kind != 2) return sys.neg(.INVAL);
         if (idx >= self.n or self.state[idx] != .js or fd < 0 or len > self.payload_size) return sys.neg(.INVAL);
         if (self.js_io[idx]) return sys.neg(.BUSY);
+        const buf = self.entryBuf(idx) orelse return sys.neg(.INVAL);
         const sqe = self.getSqe() orelse return sys.neg(.BUSY);
-        uring.fuw_prep_rw(sqe, @intFromBool(kind == 2), @intCast(self.stats.fixed_buffers), fd, self.payload(idx).?, len, off, idx, ud_js_io | idx);
+        uring.fuw_prep_rw(sqe, @intFromBool(kind == 2), @intFromBool(buf.fixed), fd, buf.ptr, len, off, buf.index, ud_js_io | idx);
         self.js_io[idx] = true;
         self.js_io_inflight += 1;
         self.stats.io_ops += 1;
@@ -522,6 +719,14 @@ pub const Ring = struct {
             self.held += 1;
             if (self.held > self.stats.inflight_max) self.stats.inflight_max = self.held;
             if (self.serveNative(idx)) return;
+            if (self.entFlags(idx) & uring.fuse_uring_ent_zero_copy != 0) {
+                // Zero-copy pages but no native handle (released meanwhile): JS has no view of
+                // them and the pool has no buffer for a READ. Answer EIO here.
+                self.state[idx] = .native;
+                self.native_op[idx] = @intCast(std.mem.readInt(u32, self.header(idx).?[4..8], .little));
+                self.native_inflight += 1;
+                return self.finishNative(idx, sys.neg(.IO));
+            }
             self.state[idx] = .js;
             self.push(.{ .kind = .request, .idx = idx, .res = 0 });
             return;
@@ -583,12 +788,23 @@ pub const Ring = struct {
         const h = dp.lookup(fh) orelse return false;
         self.state[idx] = .native;
         self.native_op[idx] = @intCast(opcode);
+        self.native_fell_back[idx] = false;
         self.stats.native_requests += 1;
         if (h.direct) self.stats.native_direct += 1;
         self.native_inflight += 1;
         if (self.native_inflight > self.stats.native_inflight_max) self.stats.native_inflight_max = self.native_inflight;
         self.prepNativeIo(idx, h);
         return true;
+    }
+
+    fn entFlags(self: *Ring, idx: u32) u64 {
+        return std.mem.readInt(u64, self.header(idx).?[layout.ent_in_out_offset..][0..8], .little);
+    }
+
+    /// The buffered twin of a direct handle: where a request goes once the direct descriptor
+    /// refused it (EINVAL). Its fallback is -1, so it never falls back again.
+    fn buffered(h: dataplane.Handle) dataplane.Handle {
+        return .{ .fd = h.fallback, .fallback = -1, .direct = false };
     }
 
     fn prepNativeIo(self: *Ring, idx: u32, h: dataplane.Handle) void {
@@ -604,9 +820,16 @@ pub const Ring = struct {
             // touch memory past the payload.
             return self.finishNative(idx, sys.neg(.IO));
         }
+        // Zero-copy requests (FUSE_URING_ENT_ZERO_COPY) always go as READ_FIXED/WRITE_FIXED at
+        // the entry's kernel-buffer slot, direct handle or not: their pages have no user address
+        // a synchronous pread could use. A direct one refused with EINVAL goes again, zero-copy,
+        // on the buffered descriptor (finishNative; docs/DATAPLANE.md).
+        const zc = opcode != dataplane.op_fsync and self.entFlags(idx) & uring.fuse_uring_ent_zero_copy != 0;
+        if (zc) return self.prepZeroCopyIo(idx, fd, opcode, offset, size);
+        const buf = self.entryBuf(idx) orelse return self.finishNative(idx, sys.neg(.IO));
         if (opcode != dataplane.op_fsync and self.syncTransfer(h, size)) {
             // Synchronously on this thread, as libfuse does (see syncTransfer).
-            const res = dataplane.transfer(fd, opcode, self.payload(idx).?, size, offset);
+            const res = dataplane.transfer(fd, opcode, buf.ptr, size, offset);
             self.stats.native_sync += 1;
             return self.finishNative(idx, @intCast(res));
         }
@@ -615,35 +838,68 @@ pub const Ring = struct {
             const datasync = std.mem.readInt(u32, op_in[8..12], .little) & 1;
             uring.fuw_prep_fsync(sqe, fd, @intCast(datasync), ud_native | idx);
         } else {
-            uring.fuw_prep_rw(sqe, @intFromBool(opcode == dataplane.op_write), @intCast(self.stats.fixed_buffers), fd, self.payload(idx).?, size, offset, idx, ud_native | idx);
+            uring.fuw_prep_rw(sqe, @intFromBool(opcode == dataplane.op_write), @intFromBool(buf.fixed), fd, buf.ptr, size, offset, buf.index, ud_native | idx);
             self.stats.native_async += 1;
         }
         self.stats.io_ops += 1;
     }
 
+    /// Zero-copy READ/WRITE: the kernel registered the client's pages at this entry's slot of
+    /// the buffer table (nr_queues + entry, an io_uring kernel buffer whose addresses start at
+    /// 0): READ_FIXED/WRITE_FIXED between the backing fd and those pages, no pool buffer.
+    fn prepZeroCopyIo(self: *Ring, idx: u32, fd: i32, opcode: u32, offset: u64, size: u32) void {
+        assert(self.queue_zc[idx / self.depth]);
+        const sqe = self.getSqe() orelse return self.finishNative(idx, sys.neg(.BUSY));
+        uring.fuw_prep_rw(sqe, @intFromBool(opcode == dataplane.op_write), 1, fd, null, size, offset, self.zeroCopyIndex(idx), ud_native | idx);
+        if (!self.native_fell_back[idx]) {
+            self.stats.zero_copy_requests += 1;
+            self.stats.zero_copy_bytes += size;
+        }
+        self.stats.native_async += 1;
+        self.stats.io_ops += 1;
+    }
+
+    fn zeroCopyIndex(self: *const Ring, idx: u32) u32 {
+        return self.nr_queues + idx;
+    }
+
     fn finishNative(self: *Ring, idx: u32, first_res: i32) void {
         assert(self.state[idx] == .native);
         const hdr = self.header(idx).?;
-        const pay = self.payload(idx).?;
         const opcode: u32 = self.native_op[idx];
-        var res = first_res;
-        if (res == sys.neg(.INTR) or res == sys.neg(.AGAIN) or res == sys.neg(.INVAL)) {
+        var r = first_res;
+        if (r == sys.neg(.INTR) or r == sys.neg(.AGAIN) or r == sys.neg(.INVAL)) {
             const op_in = hdr + layout.op_in_offset;
             const fh = std.mem.readInt(u64, op_in[0..8], .little);
-            if (self.dp.?.lookup(fh)) |h| {
-                if (res != sys.neg(.INVAL)) return self.prepNativeIo(idx, h);
-                if (dataplane.wantsFallback(h, opcode, res)) {
+            if (self.dp.?.lookup(fh)) |found| {
+                // After a fallback the request lives on the buffered descriptor (retries too).
+                const h = if (self.native_fell_back[idx]) buffered(found) else found;
+                if (r != sys.neg(.INVAL)) return self.prepNativeIo(idx, h);
+                if (dataplane.wantsFallback(h, opcode, r)) {
+                    self.stats.direct_fallbacks += 1;
+                    self.native_fell_back[idx] = true;
+                    if (self.entFlags(idx) & uring.fuse_uring_ent_zero_copy != 0) {
+                        // No user address for the client's pages: READ_FIXED/WRITE_FIXED again.
+                        return self.prepNativeIo(idx, buffered(h));
+                    }
                     // The size was checked against the payload before the first attempt.
                     const size = std.mem.readInt(u32, op_in[16..20], .little);
                     assert(size <= self.payload_size);
                     const offset = std.mem.readInt(u64, op_in[8..16], .little);
-                    res = @intCast(dataplane.transfer(h.fallback, opcode, pay, size, offset));
-                    self.stats.direct_fallbacks += 1;
+                    if (self.entryBuf(idx)) |b| {
+                        r = @intCast(dataplane.transfer(h.fallback, opcode, b.ptr, size, offset));
+                    } else r = sys.neg(.IO);
                 }
             }
         }
+        // Only a successful WRITE writes payload (its write_out; the kernel gives WRITEs a pool
+        // buffer even on zero-copy). A zero-copy READ has no buffer at all.
+        var pay: [*]u8 = hdr; // not written unless r >= 0 and WRITE
+        if (r >= 0 and opcode == dataplane.op_write) {
+            if (self.entryBuf(idx)) |b| pay = b.ptr else r = sys.neg(.IO);
+        }
         var tally: dataplane.Tally = .{};
-        const out_len = dataplane.encodeAnswer(hdr, pay, opcode, res, &tally);
+        const out_len = dataplane.encodeAnswer(hdr, pay, opcode, r, &tally);
         self.stats.native_errors += tally.errors;
         self.stats.native_read_bytes += tally.read_bytes;
         self.stats.native_write_bytes += tally.write_bytes;
@@ -671,7 +927,9 @@ pub const Ring = struct {
 
     fn prepRegister(self: *Ring, idx: u32) void {
         const sqe = self.getSqe() orelse return self.kill(idx, sys.neg(.BUSY));
-        uring.fuw_prep_fuse_cmd(sqe, self.fuseFd(), @intCast(self.stats.fixed_file), uring.fuse_cmd_register, @intFromPtr(&self.reg_iovecs[2 * idx]), 2, 0, self.qids[idx / self.depth], idx);
+        const q = idx / self.depth;
+        uring.fuw_prep_fuse_cmd(sqe, self.fuseFd(), @intCast(self.stats.fixed_file), uring.fuse_cmd_register, @intFromPtr(&self.reg_iovecs[2 * idx]), 2, 0, self.qids[q], idx);
+        if (self.queue_pool[q]) uring.fuw_fuse_cmd_746(sqe, 0, if (self.queue_zc[q]) self.zeroCopyIndex(idx) else 0, 0, @intCast(self.stats.pool_fixed), @intCast(q));
         self.state[idx] = .registering;
     }
 
@@ -692,6 +950,8 @@ pub const Ring = struct {
             qid = 0xffff;
         }
         uring.fuw_prep_fuse_cmd(sqe, self.fuseFd(), @intCast(self.stats.fixed_file), uring.fuse_cmd_commit_and_fetch, 0, 0, self.commit_ids[idx], qid, idx);
+        const q = idx / self.depth;
+        if (self.queue_pool[q]) uring.fuw_fuse_cmd_746(sqe, 0, 0, 0, @intCast(self.stats.pool_fixed), @intCast(q));
         self.state[idx] = .waiting;
         self.stats.commits += 1;
     }

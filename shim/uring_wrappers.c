@@ -13,6 +13,7 @@
 #include <liburing.h>
 #include <stdint.h>
 #include <string.h>
+#include <errno.h>
 
 /* Size/alignment of struct io_uring, so ring.zig can reserve it on the ring thread's stack
  * and check its reservation at run time. */
@@ -158,3 +159,41 @@ void fuw_prep_timeout(struct io_uring_sqe *sqe, struct __kernel_timespec *ts, ui
 	io_uring_prep_timeout(sqe, ts, 0, 0);
 	sqe->user_data = user_data;
 }
+
+/* ---- FUSE 7.46 (Linux 7.3) buffer pools and zero-copy (docs/BUFFERS.md) ----------------
+ * The 7.46 struct fuse_uring_cmd_req (include/uapi/linux/fuse.h of 7.3): flags u64 @0,
+ * commit_id u64 @8, qid u16 @16, padding[6] @18, then a union @24: bufpool { uaddr u64 @24,
+ * len u32 @32, reserved u32 @36 } / ent_zero_copy_buf_index u16 @24. Call after
+ * fuw_prep_fuse_cmd (which cleared the SQE). `fixed_pool`: the queue's pool is a registered
+ * buffer at `buf_index`; fs/fuse/dev_uring.c then requires IORING_URING_CMD_FIXED and that
+ * index on ADD_BUFPOOL and on every REGISTER/COMMIT of the queue (fuse_uring_cmd_index_ok). */
+void fuw_fuse_cmd_746(struct io_uring_sqe *sqe, uint64_t flags, uint64_t union_lo, uint32_t union_len,
+		      int fixed_pool, uint16_t buf_index)
+{
+	memcpy(sqe->cmd + 0, &flags, sizeof(flags));
+	memcpy(sqe->cmd + 24, &union_lo, sizeof(union_lo));
+	memcpy(sqe->cmd + 32, &union_len, sizeof(union_len));
+	if (fixed_pool) {
+		sqe->uring_cmd_flags = IORING_URING_CMD_FIXED;
+		sqe->buf_index = buf_index;
+	}
+}
+
+/* A registered-buffer table of `nr` empty slots (pools are then placed with
+ * fuw_update_buffers; zero-copy slots stay empty: the kernel registers a request's pages
+ * there and io_buffer_register_bvec fails with -EBUSY on an occupied slot). */
+int fuw_register_buffers_sparse(struct io_uring *ring, unsigned nr)
+{
+	return io_uring_register_buffers_sparse(ring, nr);
+}
+
+int fuw_update_buffers(struct io_uring *ring, unsigned off, const struct iovec *iov, unsigned n)
+{
+	int rc = io_uring_register_buffers_update_tag(ring, off, iov, NULL, n);
+	return rc < 0 ? rc : (rc == (int)n ? 0 : -ENOMEM);
+}
+
+int fuw_unregister_buffers(struct io_uring *ring) { return io_uring_unregister_buffers(ring); }
+
+/* Waits for one CQE (setup commands at start; nothing else is in flight then). */
+int fuw_wait_cqe(struct io_uring *ring, struct io_uring_cqe **cqe) { return io_uring_wait_cqe(ring, cqe); }

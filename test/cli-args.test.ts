@@ -66,6 +66,14 @@ describe("CLI arguments", () => {
     const d = parseArgs(["mount", "--memfs", "/mnt/c"]) as { pin?: boolean; test?: unknown; ringWaitMicros?: number };
     expect([d.pin, d.test, d.ringWaitMicros]).toEqual([undefined, undefined, undefined]);
   });
+
+  test("buffer pools: --pool-size, --no-zero-copy, -o pool_size/no_zero_copy, --test pool-fault=refuse", () => {
+    expect(parseArgs(["mount", "--memfs", "/mnt/c"])).toMatchObject({ poolSize: -1, zeroCopy: true });
+    expect(parseArgs(["mount", "--memfs", "/mnt/c", "--pool-size", "8388608", "--no-zero-copy", "--test", "pool-fault=refuse"]))
+      .toMatchObject({ poolSize: 8388608, zeroCopy: false, test: { poolFault: "refuse" } });
+    expect(parseArgs(["mount", "--memfs", "/mnt/c", "-o", "pool_size=0,no_zero_copy"])).toMatchObject({ poolSize: 0, zeroCopy: false });
+    expect(() => parseArgs(["mount", "--memfs", "/mnt/c", "--test", "pool-fault=maybe"])).toThrow(UsageError);
+  });
 });
 
 describe("--version and -o mount options", () => {

@@ -255,7 +255,7 @@ describe("codec: requests", () => {
   });
 });
 
-describe("FUSE 7.46 buffer-pool encodings (not in 6.18: encoding only)", () => {
+describe("FUSE 7.46 buffer-pool encodings (offsets of the Linux 7.3 uapi header)", () => {
   test("fuse_uring_cmd_req for ADD_BUFPOOL: flags, commit_id, qid, padding, bufpool {uaddr, len, reserved}", () => {
     const { bytes, dv } = buf(40);
     expect(encodeUringCmdReq(dv, 0, { flags: 0, commitId: 0, qid: 3, bufpool: { uaddr: 0x7f0000001000, len: 16 << 20 } })).toBe(40);

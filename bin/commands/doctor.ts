@@ -4,7 +4,7 @@
 // and whether the io_uring ring could be set up. Exit 0 when a mount works, 1 otherwise.
 
 import { setKnobs } from "../../lib/knobs.ts";
-import { ringSizing } from "../../lib/transport/uring.ts";
+import { poolBytes, ringSizing } from "../../lib/transport/uring.ts";
 import { dlopen, FFIType, read } from "bun:ffi";
 import { accessSync, constants, existsSync, mkdtempSync, openSync, closeSync, readFileSync, rmdirSync, statSync } from "node:fs";
 import { arch, platform, release, tmpdir } from "node:os";
@@ -36,7 +36,11 @@ export interface DoctorReport {
     granted?: string[];
     transport?: string;
     transportReason?: string;
+    /** The kernel offers FUSE 7.46 buffer pools (FUSE_HAS_IO_URING_BUFPOOL). */
     bufferPools?: boolean;
+    /** What the test mount used: "active", "fallback", "offered", "none" (SessionStats.bufferPools). */
+    bufferPoolState?: string;
+    bufferPoolsReason?: string;
   };
   possibleCpus: number;
   pinnedBytesDefault: number;
@@ -131,6 +135,8 @@ interface ProbeResult {
   transport?: "uring" | "classic";
   reason?: string;
   bufferPools?: boolean;
+  bufferPoolState?: string;
+  bufferPoolsReason?: string;
   via?: string;
 }
 
@@ -164,7 +170,9 @@ async function probeMount(): Promise<ProbeResult> {
         granted: info.grantedNames,
         transport: m.transport,
         reason: m.transportReason,
-        bufferPools: m.stats().bufferPools,
+        bufferPools: m.stats().bufferPools !== "none",
+        bufferPoolState: m.stats().bufferPools,
+        bufferPoolsReason: m.stats().bufferPoolsReason,
       };
     } finally {
       await m.unmount().catch(() => {});
@@ -188,7 +196,7 @@ export async function runChecks(): Promise<DoctorReport> {
   const cpus = possibleCpuCount();
   // The session sizes rings to a budget (lib/transport/uring.ts ringSizing).
   const { depth: DEFAULT_DEPTH, maxWrite: DEFAULT_MAX_WRITE } = ringSizing(cpus);
-  const pinned = cpus * DEFAULT_DEPTH * (DEFAULT_MAX_WRITE + ENTRY_HEADER);
+  let pinned = cpus * DEFAULT_DEPTH * (DEFAULT_MAX_WRITE + ENTRY_HEADER);
   const report: DoctorReport = { ok: false, version: VERSION, checks, kernel: { release: release() }, possibleCpus: cpus, pinnedBytesDefault: pinned };
 
   // platform + shim
@@ -340,6 +348,8 @@ export async function runChecks(): Promise<DoctorReport> {
       transport: probe.transport,
       transportReason: probe.reason,
       bufferPools: probe.bufferPools,
+      bufferPoolState: probe.bufferPoolState,
+      bufferPoolsReason: probe.bufferPoolsReason,
     };
     add("test_mount", "OK", `test mount works: kernel FUSE protocol 7.${probe.kernelMinor}, offers ${names.length} capabilities (${names.join(" ")})`);
 
@@ -367,21 +377,34 @@ export async function runChecks(): Promise<DoctorReport> {
     add("data_planes", "OK", `data planes available: ${planes.join("; ")}`);
 
     // buffer pools (FUSE 7.46)
-    if (probe.bufferPools) add("buffer_pools", "OK", "the kernel offers io_uring buffer pools (FUSE 7.46, HAS_IO_URING_BUFPOOL)");
+    if (probe.bufferPoolState === "active") add("buffer_pools", "OK", `the kernel offers io_uring buffer pools (FUSE 7.46, HAS_IO_URING_BUFPOOL) and the test mount used them: ${probe.bufferPoolsReason}`);
+    else if (probe.bufferPoolState === "fallback") add("buffer_pools", "WARN", `the kernel offers io_uring buffer pools but refused the test mount's: ${probe.bufferPoolsReason}`, "mount with --pool-size 0 to use per-entry buffers directly; check dmesg for 'ADD_BUFPOOL failed'");
+    else if (probe.bufferPools) add("buffer_pools", "OK", `the kernel offers io_uring buffer pools (FUSE 7.46): ${probe.bufferPoolsReason}`);
     else add("buffer_pools", "OK", "no io_uring buffer pools in this kernel (FUSE 7.46 / Linux ≥ 7.3): per-entry payload buffers are used, nothing to do");
+    // zero-copy (FUSE_URING_ZERO_COPY): pools + CAP_SYS_ADMIN, for natively served files
+    if (probe.bufferPoolState === "active" && sysAdmin) add("zero_copy", "OK", "io_uring zero-copy available: --passthrough and backed() files are read and written at the caller's pages (FUSE_URING_ZERO_COPY, CAP_SYS_ADMIN held)");
+    else if (probe.bufferPoolState === "active") add("zero_copy", "WARN", "io_uring zero-copy needs CAP_SYS_ADMIN (the kernel answers EPERM): natively served files go through the buffer pool", "run the mount as root for zero-copy");
+    else add("zero_copy", "OK", "no io_uring zero-copy without buffer pools (Linux ≥ 7.3): nothing to do");
   }
 
   // pinned memory of a default io_uring mount
   const memAvail = Number(/^MemAvailable:\s+(\d+) kB/m.exec(readText("/proc/meminfo") ?? "")?.[1] ?? 0) * 1024;
   const memlock = /^Max locked memory\s+(\S+)/m.exec(readText("/proc/self/limits") ?? "")?.[1];
   const lockLimit = memlock === undefined || memlock === "unlimited" ? Infinity : Number(memlock);
-  const formula = `${cpus} queue${cpus === 1 ? "" : "s"} × ${DEFAULT_DEPTH} entries × (${mib(DEFAULT_MAX_WRITE)} + 4 KiB), budget 64 MiB`;
+  let formula = `${cpus} queue${cpus === 1 ? "" : "s"} × ${DEFAULT_DEPTH} entries × (${mib(DEFAULT_MAX_WRITE)} + 4 KiB), budget 64 MiB`;
+  if (probe.bufferPoolState === "active") {
+    // Buffer pools (Linux 7.3): a pool per queue plus a header page per entry (lib/transport/uring.ts).
+    const pool = poolBytes(-1, DEFAULT_MAX_WRITE);
+    pinned = cpus * (pool + DEFAULT_DEPTH * ENTRY_HEADER);
+    formula = `${cpus} queue${cpus === 1 ? "" : "s"} × (${mib(pool)} buffer pool + ${DEFAULT_DEPTH} × 4 KiB headers); --pool-size sets the pool, --queue-depth costs headers only`;
+    report.pinnedBytesDefault = pinned;
+  }
   const memlockNote =
     !hasCap(CAP_IPC_LOCK) && pinned > lockLimit ? `; above RLIMIT_MEMLOCK (${mib(lockLimit)}), so the payloads are not registered as fixed buffers (works, slightly slower I/O)` : "";
   if (memAvail && pinned > memAvail / 2) {
     add("pinned_memory", "WARN", `a default io_uring mount pins ${mib(pinned)} (${formula}), more than half of MemAvailable (${mib(memAvail)})${memlockNote}`, "mount with a smaller --queue-depth or --max-write, or --transport classic");
   } else {
-    add("pinned_memory", "OK", `a default io_uring mount pins ${mib(pinned)} (${formula}); lower it with --queue-depth / --max-write${memlockNote}`);
+    add("pinned_memory", "OK", `a default io_uring mount pins ${mib(pinned)} (${formula})${probe.bufferPoolState === "active" ? "" : "; lower it with --queue-depth / --max-write"}${memlockNote}`);
   }
 
   // descriptors: the passthrough raises the soft limit to the hard one and keeps a budget

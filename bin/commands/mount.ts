@@ -5,7 +5,7 @@ import { statSync } from "node:fs";
 import type { InodeFS } from "../../lib/fs/types.ts";
 import type { ScriptVersion } from "../../lib/script.ts";
 import { mount, type Mount, type MountOptions } from "../../lib/mount.ts";
-import { setKnob } from "../../lib/knobs.ts";
+import { knobs, setKnob } from "../../lib/knobs.ts";
 import { detach, detachAsync, fuseDeviceAt, isDeviceMounted } from "../../lib/mountpoint.ts";
 import type { MountCommand } from "../args.ts";
 import { publishStats, statsPathFor } from "../runtime.ts";
@@ -70,6 +70,7 @@ function knobFlags(cmd: MountCommand): Partial<MountOptions> {
   if (cmd.pin === false) o.pinWorkers = false;
   if (cmd.test?.poison) o.poison = true;
   if (cmd.test?.fault) o.fault = cmd.test.fault;
+  if (cmd.test?.poolFault) o.poolFault = cmd.test.poolFault;
   return o;
 }
 
@@ -151,6 +152,8 @@ export async function runMount(cmd: MountCommand): Promise<number> {
       kernelPassthrough: cmd.kernelPassthrough,
       fixedBuffers: cmd.fixedBuffers,
       backingCache: cmd.backingCache,
+      poolSize: cmd.poolSize,
+      zeroCopy: cmd.zeroCopy && knobs.zeroCopy(),
       dataPlane: cmd.dataPlane,
       workers: cmd.workers,
       // How a worker loads this script again if it is stateless (lib/threads/plan.ts decides).
@@ -166,7 +169,7 @@ export async function runMount(cmd: MountCommand): Promise<number> {
     process.stderr.write(`fuse-uring: cannot mount ${label} at ${cmd.mountpoint}: ${e instanceof Error ? e.message : String(e)}\n`);
     return 1;
   }
-  process.stderr.write(`fuse-uring: mounted ${label} at ${cmd.mountpoint} (transport=${m.transport}: ${m.transportReason})\n`);
+  process.stderr.write(`fuse-uring: mounted ${label} at ${cmd.mountpoint} (transport=${m.transport}: ${m.transportReason}; buffers: ${m.stats().bufferPoolsReason})\n`);
   // Exactly one stop line, whichever way the daemon ends.
   let stopped = false;
   const stopLine = (text: string) => {

@@ -81,6 +81,9 @@ export interface OpenReply {
    * `release` for this fh is called, close it there. Ignored with `dataPlane: "js"`.
    */
   backingFd?: number;
+  /** Internal (set by the session, not by filesystems): FOPEN_IO_URING_ZERO_COPY, the shim
+   *  serves this natively served file's READ/WRITE at the client's pages (FUSE 7.46). */
+  zeroCopy?: boolean;
 }
 
 /** Changes requested by SETATTR; only the present fields change. */

@@ -104,6 +104,7 @@ export function encodeOpenOut(dv: DataView, off: number, o: OpenReply): number {
   if (o.nonSeekable) flags |= FOPEN.NONSEEKABLE;
   if (o.cacheDir) flags |= FOPEN.CACHE_DIR;
   if (o.backingId !== undefined && o.backingId > 0) flags |= FOPEN.PASSTHROUGH;
+  if (o.zeroCopy) flags |= FOPEN_IO_URING_ZERO_COPY;
   setU64(dv, off + 0, o.fh);
   dv.setUint32(off + 8, flags, LE);
   dv.setInt32(off + 12, o.backingId !== undefined && o.backingId > 0 ? o.backingId : 0, LE);
@@ -247,10 +248,11 @@ export function decodeSetattrIn(dv: DataView, off: number): SetattrIn {
 
 export { FATTR };
 
-// ---- FUSE 7.46 (Linux 7.3) io_uring buffer pools: encoding only ------------------------------
-// Not in Linux 6.18 (docs/BUFFERS.md). The engine detects the INIT bit but keeps per-entry
-// buffers; these encoders are unit-tested against the 7.46 layout so the engine can switch
-// when a kernel offers pools. Unverified against a real 7.3 kernel (none available here).
+// ---- FUSE 7.46 (Linux 7.3) io_uring buffer pools and zero-copy --------------------------------
+// docs/BUFFERS.md. Offsets checked with offsetof() against include/uapi/linux/fuse.h of Linux
+// 7.3~rc7 (cmd_req 40 B: union @24; ent_in_out.offset @20). The shim builds these SQEs itself
+// (shim/uring_wrappers.c fuw_fuse_cmd_746, byte-tested in shim/uring.zig); the encoders here
+// are the TypeScript statement of the same layout (test/codec.test.ts).
 
 export const FUSE_IO_URING_CMD_REGISTER = 1;
 export const FUSE_IO_URING_CMD_COMMIT_AND_FETCH = 2;

@@ -42,6 +42,8 @@ export class Dispatcher {
   dataPlane: DataPlane | null = null;
   /** FALLOCATE/LSEEK/COPY_FILE_RANGE answered from backing descriptors (backedOp). */
   readonly backed: BackedOpCounters = { ops: 0, copyFallbacks: 0 };
+  /** The ring has zero-copy queues: natively served files are opened FOPEN_IO_URING_ZERO_COPY. */
+  zeroCopy = false;
 
   /** Set by the session for requests it handles itself (INIT, INTERRUPT, FORGET). */
   constructor(
@@ -396,8 +398,11 @@ export class Dispatcher {
     const direct = (req.slot.header.getUint32(OP, true) & O_DIRECT) !== 0;
     const backingDirect = direct && !this.opts.backingCache && !this.opts.writebackCache;
     const fh = this.dataPlane.map(o.fh, o.backingFd, backingDirect, ino);
-    if (!direct || fh === o.fh || this.opts.writebackCache) return { ...o, fh };
-    return { ...o, fh, directIo: true, parallelDirectWrites: true };
+    // Only a mapped handle is served natively (a full table leaves it to JS); zero-copy for
+    // direct handles too (the shim's EINVAL fallback keeps working: docs/DATAPLANE.md).
+    const zeroCopy = this.zeroCopy && fh !== o.fh;
+    if (!direct || fh === o.fh || this.opts.writebackCache) return { ...o, fh, zeroCopy };
+    return { ...o, fh, zeroCopy, directIo: true, parallelDirectWrites: true };
   }
 
   // ---- issue 24: backed handles, locks, ioctl, poll -------------------------------------------

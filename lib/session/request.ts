@@ -71,13 +71,16 @@ export class Request implements RequestContext {
   private ioPromise: Promise<number> | null = null;
   /** Set by the session: queue a fixed-buffer backing I/O on this slot (ring transport). */
   ringIo: ((slot: Slot, kind: 1 | 2, fd: number, offset: number, len: number) => number) | null = null;
-  /** Buffer over the payload for string decoding/encoding without subarray copies. */
-  readonly text: Buffer;
   private outView: Uint8Array;
 
   constructor(readonly slot: Slot) {
-    this.text = Buffer.from(slot.payload.buffer, slot.payload.byteOffset, slot.payload.byteLength);
     this.outView = slot.payload.subarray(0, 0);
+  }
+
+  /** Buffer over the payload for string decoding/encoding without subarray copies (the
+   *  slot's current buffer: with io_uring buffer pools it changes per request). */
+  get text(): Buffer {
+    return this.slot.payloadText;
   }
 
   /** True while a request is in the slot and not yet answered (kept for older callers). */
@@ -217,7 +220,8 @@ export class Request implements RequestContext {
 
   /** A view of the first `size` payload bytes; cached because sizes repeat (4 KiB, 128 KiB). */
   payloadPrefix(size: number): Uint8Array {
-    if (this.outView.length !== size) this.outView = this.slot.payload.subarray(0, size);
+    const p = this.slot.payload;
+    if (this.outView.length !== size || this.outView.byteOffset !== p.byteOffset || this.outView.buffer !== p.buffer) this.outView = p.subarray(0, size);
     return this.outView;
   }
 }

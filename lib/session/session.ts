@@ -15,9 +15,9 @@ import {
   FUSE_KERNEL_MINOR_VERSION, FUSE_KERNEL_VERSION, HDR_OP_IN, HDR_PAYLOAD_SZ, initBit, initFlagNames, Op, opHeaderSizes, opName,
 } from "../protocol/constants.ts";
 import { ClassicSource } from "../transport/classic.ts";
-import type { Sink, Slot, Source, TransportKind } from "../transport/types.ts";
+import type { Sink, Slot, Source, SourceStats, TransportKind } from "../transport/types.ts";
 import {
-  FU_RING_FAULT_BAD_COMMIT, FU_RING_NO_FIXED_BUFFERS, IORING_SETUP_DEFER_TASKRUN, IORING_SETUP_SINGLE_ISSUER, possibleCpus, ringSizing, UringError, UringSource,
+  FU_RING_FAULT_BAD_COMMIT, FU_RING_NO_FIXED_BUFFERS, IORING_SETUP_DEFER_TASKRUN, IORING_SETUP_SINGLE_ISSUER, possibleCpus, ringSizing, UringError, UringSource, poolBytes,
 } from "../transport/uring.ts";
 import { DataPlane, type DataPlaneMode, type DataPlaneShare } from "./dataplane.ts";
 import { WorkerPool, type RingPlan, type WorkerInit } from "../threads/pool.ts";
@@ -29,7 +29,7 @@ import { Replier, type ReplyObserver } from "./reply.ts";
 import { DEFERRED, FREE, HANDLING, Request, stateNames } from "./request.ts";
 import { Tracer, traceReplies } from "./trace.ts";
 import { LatencyHistograms, STAGE_BATCH, STAGE_COMMIT, STAGE_HANDLER, stageName, type LatencySummary } from "./latency.ts";
-import type { SessionStats } from "./stats.ts";
+import type { BufferPoolState, SessionStats } from "./stats.ts";
 
 export type TransportChoice = "auto" | "uring" | "classic";
 
@@ -95,6 +95,17 @@ export interface SessionOptions {
   /** Register ring payloads as io_uring fixed buffers for backing I/O (default true). */
   fixedBuffers: boolean;
   /**
+   * FUSE 7.46 buffer pools (Linux 7.3, when the kernel offers FUSE_HAS_IO_URING_BUFPOOL):
+   * bytes of payload buffers per ring queue, rounded down to whole payload buffers (at least
+   * one); -1 = default (POOL_DEFAULT_BYTES), 0 = per-entry payloads (the 6.18 layout).
+   */
+  poolSize: number;
+  /** Zero-copy READ/WRITE for natively served files when pools are active and the daemon has
+   *  CAP_SYS_ADMIN (default true; FUSE_URING_ZERO_COPY=0 or --no-zero-copy turn it off). */
+  zeroCopy: boolean;
+  /** Test-only: "refuse" hands the kernel a pool too small for one buffer (FUSE_URING_POOL_FAULT). */
+  poolFault: string;
+  /**
    * Seconds after which a request whose handler has not answered is answered ETIMEDOUT for it
    * (the handler's late result is dropped, ctx.signal aborts, stats.timeouts counts it).
    * 0 (default) = never: like the kernel, wait for the handler however long it takes.
@@ -129,6 +140,9 @@ export const defaultSessionOptions: SessionOptions = {
   // experiments (bench/): --ring-flags, --ring-wait-us, --no-fixed-buffers, --native-sync-max, --no-pin.
   ringSetupFlags: knobs.ringSetupFlags() ?? IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN,
   fixedBuffers: knobs.fixedBuffers(),
+  poolSize: -1,
+  zeroCopy: knobs.zeroCopy(),
+  poolFault: knobs.poolFault(),
   // 10 ms: the wait timer fires every period even under load, and each expiry woke the owner
   // in the middle of a caller's time slice (1 ms: p99 of 4 KiB QD1 ×2 memfs reads 32 µs, 10 ms:
   // 17–21 µs, libfuse 15 µs). Event-loop work that is not a request (timers of the filesystem,
@@ -153,7 +167,7 @@ export const defaultSessionOptions: SessionOptions = {
   log: (line) => process.stderr.write(line + "\n"),
 };
 
-export type { SessionStats, ThreadStats } from "./stats.ts";
+export type { BufferPoolState, SessionStats, ThreadStats } from "./stats.ts";
 
 /** Capabilities requested from the kernel (granted = these ∩ offered). */
 function requestedFlags(o: SessionOptions): bigint {
@@ -597,15 +611,21 @@ export class Session implements Sink, ReplyObserver {
   /** The ring plan for this session's engine(s): flags, sizes, wait policy. */
   private ringPlan(): Omit<RingPlan, "qids"> {
     const o = this.opts;
+    const payloadSize = roundUp(Math.max(8192, o.maxWrite), 4096);
     return {
       totalQueues: possibleCpus(),
       depth: o.queueDepth,
-      payloadSize: roundUp(Math.max(8192, o.maxWrite), 4096),
+      payloadSize,
       // + not |: bits 30/31 would make the number negative
       setupFlags: o.ringSetupFlags + (o.fixedBuffers ? 0 : FU_RING_NO_FIXED_BUFFERS) + (o.fault.split(",").includes("bad-commit") ? FU_RING_FAULT_BAD_COMMIT : 0),
       waitMicros: o.ringWaitMicros,
       nativeSyncMax: o.nativeSyncMax,
       pin: o.pinWorkers,
+      // Pools where the kernel offers them, unless turned off; not for forwarding workers (the
+      // main thread builds its views from fixed entry addresses).
+      pool: this.bufferPools && o.poolSize !== 0 && !this.pool?.forwarding
+        ? { bytesPerQueue: poolBytes(o.poolSize, payloadSize), zeroCopy: o.zeroCopy && o.dataPlane === "native" && o.poolFault !== "refuse", refuse: o.poolFault === "refuse" }
+        : null,
     };
   }
 
@@ -614,7 +634,7 @@ export class Session implements Sink, ReplyObserver {
     const ring = new UringSource(this, {
       fd: this.fd, qids: plan.qids, totalQueues: plan.totalQueues, depth: plan.depth, payloadSize: plan.payloadSize,
       setupFlags: plan.setupFlags, doorbell: this.doorbell.ptr!, dataPlane: this.dataPlane?.handle ?? null,
-      waitMicros: plan.waitMicros, nativeSyncMax: plan.nativeSyncMax, pinToQueues: this.opts.role === "worker" && plan.pin, pinCpus: plan.cpus,
+      waitMicros: plan.waitMicros, nativeSyncMax: plan.nativeSyncMax, pinToQueues: this.opts.role === "worker" && plan.pin, pinCpus: plan.cpus, pool: plan.pool,
     });
     this.uring = ring;
     // The ring submits the I/O with its next enter (scheduled by io()).
@@ -643,6 +663,17 @@ export class Session implements Sink, ReplyObserver {
     this.initInfo = info;
     Promise.resolve(this.fs.init?.(info)).then(() => this.readyResolve(info), (e) => this.readyReject(e instanceof Error ? e : new Error(String(e))));
     this.uring!.start();
+    this.afterRingStart();
+  }
+
+  /** The ring's pools and zero-copy are known once it started: OPEN replies of natively served
+   *  files then ask for zero-copy (FOPEN_IO_URING_ZERO_COPY); a refusal is said once. */
+  private afterRingStart(): void {
+    const u = this.uring!.stats();
+    this.dispatcher.zeroCopy = (u.zeroCopyQueues ?? 0) > 0;
+    const state = this.uring!.poolState();
+    if (state === "fallback") this.opts.log(`fuse-uring: the kernel refused the io_uring buffer pool of ${u.poolRefused} queue(s) (${errnoName(u.poolErrno ?? 0)}): per-entry payload buffers there`);
+    else if (this.opts.debug && state === "active") this.opts.log(`fuse: io_uring buffer pools active on ${u.poolQueues} queue(s); zero-copy ${(u.zeroCopyQueues ?? 0) > 0 ? "active" : u.zeroCopyErrno ? `refused (${errnoName(u.zeroCopyErrno)})` : "off"}`);
   }
 
   private async negotiate(req: Request): Promise<void> {
@@ -747,11 +778,14 @@ export class Session implements Sink, ReplyObserver {
     if (ringUp) {
       try {
         if (this.pool) {
-          this.pool.start({
+          await this.pool.start({
             kernelMinor: init.minor, offered: String(init.flags), granted: String(flags), grantedNames: info.grantedNames,
             maxWrite: o.maxWrite, maxReadahead: init.maxReadahead,
           });
-        } else this.uring!.start();
+        } else {
+          this.uring!.start();
+          this.afterRingStart();
+        }
       } catch (e) {
         // Cannot happen short of a shim bug; the kernel would block all I/O, so abort loudly.
         this.readyReject(new Error(`io_uring register failed after INIT: ${String(e)}`));
@@ -764,7 +798,7 @@ export class Session implements Sink, ReplyObserver {
       o.log(`fuse: INIT granted [${info.grantedNames.join(" ")}] max_write=${o.maxWrite} max_pages=${maxPages}`);
       const plan = this.ringPlan();
       o.log(`fuse: transport=${this.transport} (${reason})` + (ringUp ? ` queues=${plan.totalQueues} depth=${o.queueDepth} pinned=${plan.totalQueues * o.queueDepth * (plan.payloadSize + 4096)} bytes` : ""));
-      o.log(this.bufferPools ? "fuse: kernel offers io_uring buffer pools (FUSE 7.46); using per-entry payload buffers" : "fuse: no io_uring buffer pools in this kernel: per-entry payload buffers");
+      o.log(`fuse: buffers: ${this.stats().bufferPoolsReason}`);
     }
     await Promise.resolve(this.fs.init?.(info)).then(
       () => this.readyResolve(info),
@@ -1014,7 +1048,7 @@ export class Session implements Sink, ReplyObserver {
       ringRecovered: u?.recovered ?? 0,
       errors: this.counters.errors + c.errors + (u?.errors ?? 0),
       replies: this.counters.replies,
-      bufferPools: this.bufferPools,
+      ...this.bufferStats(u),
       fixedBuffers: u?.fixedBuffers ?? false,
       fixedFile: u?.fixedFile ?? false,
       ops: this.opsByName(),
@@ -1038,6 +1072,33 @@ export class Session implements Sink, ReplyObserver {
       ringDepth: this.uring || this.forwarded.length ? this.opts.queueDepth : 0,
       queueInflight: this.queueInflight(),
     };
+  }
+
+  /** The buffer facts of this thread's ring (stats; merged over workers by mergeStats). */
+  private bufferStats(u: SourceStats | undefined): Pick<SessionStats, "bufferPools" | "bufferPoolsReason" | "poolBytes" | "zeroCopy" | "zeroCopyRequests" | "zeroCopyBytes"> {
+    const ring = this.uring;
+    const state = ring?.poolState() ?? "off";
+    const bytes = ring && state !== "off" ? this.ringPlanPoolBytes() : 0;
+    const zc = (u?.zeroCopyQueues ?? 0) > 0 ? "active" : u?.zeroCopyErrno ? "refused" : "off";
+    let pools: BufferPoolState, reason: string;
+    if (state === "active") {
+      pools = "active";
+      reason = `io_uring buffer pools (FUSE 7.46): ${bytes} bytes per queue, zero-copy ${zc === "refused" ? `refused (${errnoName(u!.zeroCopyErrno!)}: needs CAP_SYS_ADMIN)` : zc}`;
+    } else if (state === "fallback") {
+      pools = "fallback";
+      reason = `the kernel refused the buffer pool of ${u?.poolRefused} queue(s) (${errnoName(u?.poolErrno ?? 0)}): per-entry payload buffers there`;
+    } else if (this.bufferPools || this.opts.role === "worker") {
+      pools = this.bufferPools ? "offered" : "none";
+      reason = !this.bufferPools ? "per-entry payload buffers" : this.opts.poolSize === 0 ? "kernel offers buffer pools; per-entry payload buffers (--pool-size 0)" : this.transport !== "uring" ? "kernel offers buffer pools; classic transport" : this.pool?.forwarding ? "kernel offers buffer pools; per-entry payload buffers (forwarding workers)" : "kernel offers buffer pools (used by the worker threads' rings)";
+    } else {
+      pools = "none";
+      reason = "no io_uring buffer pools in this kernel (FUSE_HAS_IO_URING_BUFPOOL not offered): per-entry payload buffers";
+    }
+    return { bufferPools: pools, bufferPoolsReason: reason, poolBytes: bytes, zeroCopy: zc, zeroCopyRequests: u?.zeroCopyRequests ?? 0, zeroCopyBytes: u?.zeroCopyBytes ?? 0 };
+  }
+
+  private ringPlanPoolBytes(): number {
+    return poolBytes(this.opts.poolSize, roundUp(Math.max(8192, this.opts.maxWrite), 4096));
   }
 
   /** Busy ring entries per queue (entry i belongs to queue i / depth, as the shim registers them). */
@@ -1228,7 +1289,10 @@ function mergeStats(own: SessionStats, workers: (Partial<SessionStats> | null)[]
   const out: SessionStats = { ...own, ops: { ...own.ops }, latencyUs: { ...own.latencyUs }, stageLatencyUs: { ...own.stageLatencyUs }, threads: [...own.threads] };
   const sum = ["ringRequests", "devRequests", "wakeups", "cqes", "submits", "inflight", "pinnedBytes", "fixedIo", "nativeSync", "nativeAsync", "nativeDirect", "directFallbacks", "waitTimers", "enters", "nativeRequests",
     "nativeReadBytes", "nativeWriteBytes", "nativeErrors", "ringRecovered", "errors", "replies", "forgets", "interrupts",
-    "backedOps", "backedCopyFallbacks", "notifications", "notificationErrors", "retrieved"] as const;
+    "backedOps", "backedCopyFallbacks", "notifications", "notificationErrors", "retrieved", "zeroCopyRequests", "zeroCopyBytes"] as const;
+  // Buffer pools: the workers' rings decide (a refusal anywhere shows).
+  const rank: BufferPoolState[] = ["none", "offered", "active", "fallback"];
+  const zrank = ["off", "refused", "active"] as const;
   workers.forEach((w, i) => {
     if (!w) return;
     for (const k of sum) (out[k] as number) += (w[k] as number | undefined) ?? 0;
@@ -1237,6 +1301,12 @@ function mergeStats(own: SessionStats, workers: (Partial<SessionStats> | null)[]
     out.nativeHandles += w.nativeHandles ?? 0;
     out.fixedBuffers ||= w.fixedBuffers ?? false;
     out.fixedFile ||= w.fixedFile ?? false;
+    if (w.bufferPools && rank.indexOf(w.bufferPools) > rank.indexOf(out.bufferPools)) {
+      out.bufferPools = w.bufferPools;
+      out.bufferPoolsReason = w.bufferPoolsReason ?? out.bufferPoolsReason;
+      out.poolBytes = w.poolBytes ?? out.poolBytes;
+    }
+    if (w.zeroCopy && zrank.indexOf(w.zeroCopy) > zrank.indexOf(out.zeroCopy)) out.zeroCopy = w.zeroCopy;
     for (const [op, n] of Object.entries(w.ops ?? {})) out.ops[op] = (out.ops[op] ?? 0) + n;
     for (const [op, l] of Object.entries(w.latencyUs ?? {})) out.latencyUs[op] = mergeLatency(out.latencyUs[op], l);
     for (const [st, l] of Object.entries(w.stageLatencyUs ?? {})) out.stageLatencyUs[st] = mergeLatency(out.stageLatencyUs[st], l);

@@ -5,6 +5,8 @@ import type { DataPlaneMode } from "./dataplane.ts";
 import type { LatencySummary } from "./latency.ts";
 import type { TransportKind } from "../transport/types.ts";
 
+export type BufferPoolState = "active" | "fallback" | "offered" | "none";
+
 export interface SessionStats {
   transport: TransportKind | "pending";
   transportReason: string;
@@ -65,7 +67,23 @@ export interface SessionStats {
   ringRecovered: number;
   errors: number;
   replies: number;
-  bufferPools: boolean;
+  /**
+   * FUSE 7.46 io_uring buffer pools: "active" (every ring queue takes its payloads from a pool),
+   * "fallback" (asked for, the kernel refused at least one queue's: per-entry payloads there),
+   * "offered" (the kernel offers them, not used: --pool-size 0, classic, forwarding workers),
+   * "none" (the kernel does not offer them, e.g. Linux 6.18).
+   */
+  bufferPools: BufferPoolState;
+  /** Why the buffers are what they are (the ready line and doctor print it). */
+  bufferPoolsReason: string;
+  /** Pool bytes per queue when pools are active (0 otherwise). */
+  poolBytes: number;
+  /** Zero-copy (FUSE_URING_ZERO_COPY queues): "active", "refused" (e.g. EPERM, not
+   *  CAP_SYS_ADMIN), or "off" (not asked for: no pools or no native data plane). */
+  zeroCopy: "active" | "refused" | "off";
+  /** Native READ/WRITEs done straight at the client's pages, and their bytes. */
+  zeroCopyRequests: number;
+  zeroCopyBytes: number;
   /** Ring payload buffers registered as io_uring fixed buffers (false: RLIMIT_MEMLOCK too low). */
   fixedBuffers: boolean;
   /** /dev/fuse is the ring's registered (fixed) file: entry commands skip an fget per SQE. */

@@ -155,6 +155,7 @@ export class FsTester {
       headerBytes,
       payload,
       payloadView: new DataView(payload.buffer),
+      payloadText: Buffer.from(payload.buffer, 0, payload.length),
     };
     this.source.slots.push(slot);
     return slot;

@@ -13,6 +13,7 @@
 //   other request to the main thread as its entry index; the main thread handles it in place
 //   through views over the worker's entries (lib/transport/forwarded.ts) and posts the commit back.
 
+import type { PoolOptions } from "../transport/uring.ts";
 import { loadedShimPath } from "../native.ts";
 import type { DataPlaneShare } from "../session/dataplane.ts";
 import type { SessionStats } from "../session/stats.ts";
@@ -35,6 +36,8 @@ export interface RingPlan {
   /** Pin the ring's owner (workers; --no-pin turns it off) to `cpus`, else to its queues' CPUs. */
   pin: boolean;
   cpus?: number[];
+  /** FUSE 7.46 buffer pools for the ring (null: per-entry payloads). */
+  pool: PoolOptions | null;
 }
 
 /** INIT facts a worker's filesystem gets in fs.init (functions are recreated in the worker). */
@@ -71,6 +74,7 @@ export type FromWorker =
   /** Forwarding: the worker's ring stopped (-errno as in a STOPPED record, positive here). */
   | { type: "stopped"; errno: number }
   | { type: "stats"; stats: SessionStats }
+  | { type: "started"; stats: SessionStats | null }
   | { type: "ended"; reason: string }
   | { type: "closed" }
   | { type: "reload-prepared" }
@@ -174,6 +178,9 @@ export class WorkerPool {
       case "stats":
         slot.stats = m.stats;
         return;
+      case "started":
+        if (m.stats) slot.stats = m.stats;
+        break;
       case "ended":
         return this.markEnded(slot, m.reason);
       case "log":
@@ -252,8 +259,10 @@ export class WorkerPool {
     if (!s.ended && !s.dead) s.worker.postMessage({ type: "commit", pairs } satisfies ToWorker);
   }
 
-  start(init: WorkerInit): void {
-    for (const s of this.slots) s.worker.postMessage({ type: "start", init } satisfies ToWorker);
+  /** Every worker registers its ring's entries (after adding its queues' buffer pools);
+   *  resolves once all did, with their first stats (the ready line says what the pools became). */
+  async start(init: WorkerInit): Promise<void> {
+    await Promise.all(this.slots.map((s) => this.request(s, { type: "start", init }, "started")));
   }
 
   forget(pairs: number[]): void {

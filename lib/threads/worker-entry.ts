@@ -133,6 +133,7 @@ async function handle(m: ToWorker): Promise<void> {
       if (forward) {
         const f = forward;
         f.start();
+        post({ type: "started", stats: null });
         statsTimer = setInterval(() => post({ type: "stats", stats: f.stats() as SessionStats }), 250); // fresher than copies: the bench reads forwarded and native counts per workload
         void f.stopped.then(() => {
           post({ type: "stats", stats: f.stats() as SessionStats });
@@ -142,6 +143,7 @@ async function handle(m: ToWorker): Promise<void> {
       }
       const s = session!;
       s.startWorker(m.init);
+      post({ type: "started", stats: s.stats() });
       statsTimer = setInterval(() => post({ type: "stats", stats: s.stats() }), 500);
       void s.ended.then((reason) => {
         post({ type: "stats", stats: s.stats() });

@@ -2,20 +2,22 @@
 
 import { toArrayBuffer, type Pointer } from "bun:ffi";
 import { RING_HEADER_SIZE } from "../protocol/constants.ts";
-import type { Sink, Slot, Source } from "./types.ts";
+import type { PayloadViews, Sink, Slot, Source } from "./types.ts";
 import { COMPLETION_IO_DONE, COMPLETION_REQUEST, COMPLETION_STOPPED } from "./types.ts";
 
 export function makeSlot(source: Source, index: number, header: Pointer, payload: Pointer, payloadSize: number): Slot {
+  return makeSlotWith(source, index, header, payloadViews(toArrayBuffer(payload, 0, payloadSize), 0, payloadSize));
+}
+
+/** A slot whose payload views are given (a pool buffer's, rebound per request). */
+export function makeSlotWith(source: Source, index: number, header: Pointer, views: PayloadViews): Slot {
   const hbuf = toArrayBuffer(header, 0, RING_HEADER_SIZE);
-  const pbuf = toArrayBuffer(payload, 0, payloadSize);
-  return {
-    source,
-    index,
-    header: new DataView(hbuf),
-    headerBytes: new Uint8Array(hbuf),
-    payload: new Uint8Array(pbuf),
-    payloadView: new DataView(pbuf),
-  };
+  return { source, index, header: new DataView(hbuf), headerBytes: new Uint8Array(hbuf), ...views };
+}
+
+/** Views over `size` bytes at `offset` of `buf` (an ArrayBuffer or a SharedArrayBuffer). */
+export function payloadViews(buf: ArrayBufferLike, offset: number, size: number): PayloadViews {
+  return { payload: new Uint8Array(buf, offset, size), payloadView: new DataView(buf, offset, size), payloadText: Buffer.from(buf, offset, size) };
 }
 
 /** Completion records are { kind: u32, idx: u32, res: i64 } (shim/ABI.md). */
@@ -52,7 +54,11 @@ export class CompletionBuffer {
       const kind = v.getUint32(off, true);
       const idx = v.getUint32(off + 4, true);
       const res = v.getUint32(off + 8, true) + v.getInt32(off + 12, true) * 4294967296; // i64, no BigInt
-      if (kind === COMPLETION_REQUEST) sink.onRequest(source.slots[idx]!);
+      if (kind === COMPLETION_REQUEST) {
+        const slot = source.slots[idx]!;
+        source.bindPayload?.(slot);
+        sink.onRequest(slot);
+      }
       else if (kind === COMPLETION_IO_DONE) sink.onIoDone(source.slots[idx]!, res);
       else if (kind === COMPLETION_STOPPED) sink.onStopped(source, -res);
     }

@@ -4,16 +4,29 @@
 
 export type TransportKind = "classic" | "uring";
 
-/** One request slot: header + payload, both views over native memory owned by the shim. */
+/** One request slot: header + payload, views over native memory owned by the shim. */
 export interface Slot {
   readonly source: Source;
   readonly index: number;
   /** 288-byte header: in_out @0 (in_header / out_header), op_in @128, ent_in_out @256. */
   readonly header: DataView;
   readonly headerBytes: Uint8Array;
-  /** The whole payload buffer: request args after op_in, and the reply's out args. */
-  readonly payload: Uint8Array;
-  readonly payloadView: DataView;
+  /**
+   * The payload buffer: request args after op_in, and the reply's out args. Fixed per slot,
+   * except on an io_uring queue with a buffer pool (FUSE 7.46), where the transport points
+   * these three at the request's pool buffer when it arrives (views made once per buffer).
+   */
+  payload: Uint8Array;
+  payloadView: DataView;
+  /** Buffer over the same bytes (string decoding/encoding). */
+  payloadText: Buffer;
+}
+
+/** One set of views over a payload buffer (a slot's own, or one buffer of a pool). */
+export interface PayloadViews {
+  payload: Uint8Array;
+  payloadView: DataView;
+  payloadText: Buffer;
 }
 
 export interface SourceStats {
@@ -50,6 +63,15 @@ export interface SourceStats {
   inflightMax?: number;
   /** Times the ring's owner went idle (eventfd armed). */
   idles?: number;
+  /** FUSE 7.46 buffer pools: queues with a pool, queues that fell back (kernel refused), the
+   *  refusal's errno; zero-copy queues and the READ/WRITEs done at the client's pages. */
+  poolQueues?: number;
+  poolRefused?: number;
+  poolErrno?: number;
+  zeroCopyQueues?: number;
+  zeroCopyErrno?: number;
+  zeroCopyRequests?: number;
+  zeroCopyBytes?: number;
 }
 
 /** A producer of requests: the /dev/fuse reader, or the FUSE io_uring. */
@@ -73,6 +95,9 @@ export interface Source {
   destroy(): void;
   stats(): SourceStats;
   readonly pinnedBytes: number;
+  /** io_uring with buffer pools: point the slot at the pool buffer of the request that just
+   *  arrived in it (called before the sink sees the request). */
+  bindPayload?(slot: Slot): void;
 }
 
 export interface Sink {

@@ -7,13 +7,13 @@
 // the event loop, and the shim's watcher thread rings the doorbell once when work arrives.
 // See docs/ARCHITECTURE.md for the request path and the numbers behind these choices.
 
-import { toArrayBuffer, type Pointer } from "bun:ffi";
+import { ptr, toArrayBuffer, type Pointer } from "bun:ffi";
 import { readFileSync } from "node:fs";
 import { native } from "../native.ts";
 import { HDR_PAYLOAD_SZ, RING_HEADER_SIZE } from "../protocol/constants.ts";
 import { pinCurrentThread } from "./affinity.ts";
-import { CompletionBuffer, makeSlot } from "./slots.ts";
-import type { Sink, Slot, Source, SourceStats } from "./types.ts";
+import { CompletionBuffer, makeSlot, makeSlotWith, payloadViews } from "./slots.ts";
+import type { PayloadViews, Sink, Slot, Source, SourceStats } from "./types.ts";
 
 /** io_uring setup flags (the owner thread is the only submitter). */
 export const IORING_SETUP_SINGLE_ISSUER = 1 << 12;
@@ -22,6 +22,30 @@ export const IORING_SETUP_COOP_TASKRUN = 1 << 8;
 /** Shim flags (not io_uring's): no fixed-buffer registration; fault injection for tests. */
 export const FU_RING_NO_FIXED_BUFFERS = 2 ** 31;
 export const FU_RING_FAULT_BAD_COMMIT = 2 ** 30;
+
+/** FUSE 7.46 buffer pools for a ring (docs/BUFFERS.md). */
+export interface PoolOptions {
+  /** Bytes per queue (a multiple of the payload size: the kernel cuts it into payload-size buffers). */
+  bytesPerQueue: number;
+  /** Ask for FUSE_URING_ZERO_COPY queues (the kernel refuses without CAP_SYS_ADMIN; the pool stays). */
+  zeroCopy: boolean;
+  /** Test fault: the kernel is handed a pool too small for one buffer and refuses it. */
+  refuse: boolean;
+}
+
+/** Default pool per queue: 4 MiB (four 1 MiB buffers; depth no longer sets payload memory). */
+export const POOL_DEFAULT_BYTES = 4 << 20;
+
+/** Pool bytes per queue for a payload size: whole buffers, at least one. */
+export function poolBytes(requested: number, payloadSize: number): number {
+  const want = requested < 0 ? POOL_DEFAULT_BYTES : requested;
+  return Math.max(1, Math.floor(want / payloadSize)) * payloadSize;
+}
+
+/** The shim's pool flags (fu_ring_create_pooled). */
+const POOL_ZERO_COPY = 1, POOL_REFUSE = 2;
+/** ring_ent_in_out.offset (FUSE 7.46; the 6.18 padding): the request's buffer in the pool. */
+const HDR_POOL_OFFSET = 276;
 
 export interface UringOptions {
   fd: number;
@@ -52,6 +76,8 @@ export interface UringOptions {
    * into the ring once more first — the answers arrive through the event loop anyway.
    */
   answeredElsewhere?: boolean;
+  /** Buffer pools (kernel offers FUSE_HAS_IO_URING_BUFPOOL), or null for per-entry payloads. */
+  pool?: PoolOptions | null;
 }
 
 /** Number of possible CPUs = number of FUSE ring queues the kernel expects (docs/KERNEL.md). */
@@ -90,7 +116,7 @@ export class UringError extends Error {
   }
 }
 
-const STATS_WORDS = 23;
+const STATS_WORDS = 31;
 /** After this long of continuous pumping, yield one macrotask turn (timers, I/O callbacks). */
 const SLICE_MS = 4;
 /** Batches between two looks at the clock for SLICE_MS. */
@@ -105,7 +131,19 @@ function yieldToEventLoop(): Promise<void> {
 export class UringSource implements Source {
   readonly kind = "uring" as const;
   readonly slots: Slot[] = [];
-  readonly pinnedBytes: number;
+  pinnedBytes: number;
+  /**
+   * Buffer pools: the memory, a SharedArrayBuffer allocated here and handed to the shim by
+   * address (kept referenced for the ring's life: the kernel writes into it), and per queue
+   * one set of views per pool buffer. null: per-entry payloads.
+   */
+  private poolMemory: SharedArrayBuffer | null = null;
+  private poolViews: PayloadViews[][] = [];
+  /** Per slot: its queue's pool views, or null once it has its own payload (fallback). */
+  private slotPool: (PayloadViews[] | null)[] = [];
+  private readonly depth: number;
+  private readonly payloadSize: number;
+  private readonly pool: PoolOptions | null;
   /** CPUs the owner thread was pinned to (pinToQueues), else null. */
   readonly pinnedCpus: number[] | null = null;
   private handle: Pointer | null;
@@ -135,16 +173,43 @@ export class UringSource implements Source {
     // Before the ring exists: its watcher thread inherits the affinity.
     if (opts.pinToQueues) this.pinnedCpus = pinCurrentThread(opts.pinCpus ?? opts.qids);
     const qids = new Uint16Array(opts.qids);
-    const h = n.fu_ring_create(opts.fd, qids, qids.length, opts.totalQueues, opts.depth, opts.payloadSize, opts.setupFlags, opts.doorbell, opts.dataPlane, err) as Pointer | null;
+    this.depth = opts.depth;
+    this.payloadSize = opts.payloadSize;
+    this.pool = opts.pool ?? null;
+    const entries = qids.length * opts.depth;
+    let h: Pointer | null;
+    if (this.pool) {
+      const perQueue = this.pool.bytesPerQueue;
+      if (perQueue < opts.payloadSize || perQueue % opts.payloadSize !== 0) throw new UringError(22, `pool size ${perQueue} is not a multiple of the payload size ${opts.payloadSize}`);
+      // One SharedArrayBuffer for every queue's pool, page aligned inside (O_DIRECT backing
+      // I/O into a pool buffer needs aligned memory); JSC never moves an ArrayBuffer's
+      // contents, so the address handed to the kernel stays valid while we hold the buffer.
+      const sab = new SharedArrayBuffer(qids.length * perQueue + 4096);
+      const base = ptr(new Uint8Array(sab));
+      const skew = (4096 - (base % 4096)) % 4096;
+      this.poolMemory = sab;
+      for (let q = 0; q < qids.length; q++) {
+        const views: PayloadViews[] = [];
+        for (let b = 0; b < perQueue / opts.payloadSize; b++) views.push(payloadViews(sab, skew + q * perQueue + b * opts.payloadSize, opts.payloadSize));
+        this.poolViews.push(views);
+      }
+      const flags = (this.pool.zeroCopy ? POOL_ZERO_COPY : 0) | (this.pool.refuse ? POOL_REFUSE : 0);
+      h = n.fu_ring_create_pooled(opts.fd, qids, qids.length, opts.totalQueues, opts.depth, opts.payloadSize, opts.setupFlags, opts.doorbell, opts.dataPlane, base + skew, perQueue, flags, err) as Pointer | null;
+    } else {
+      h = n.fu_ring_create(opts.fd, qids, qids.length, opts.totalQueues, opts.depth, opts.payloadSize, opts.setupFlags, opts.doorbell, opts.dataPlane, err) as Pointer | null;
+    }
     if (!h) throw new UringError(-err[0]!, `io_uring setup failed (errno ${-err[0]!})`);
     this.handle = h;
-    const entries = qids.length * opts.depth;
     for (let i = 0; i < entries; i++) {
-      this.slots.push(makeSlot(this, i, n.fu_ring_header(h, i) as Pointer, n.fu_ring_payload(h, i) as Pointer, opts.payloadSize));
+      if (this.pool) {
+        const views = this.poolViews[Math.floor(i / opts.depth)]!;
+        this.slots.push(makeSlotWith(this, i, n.fu_ring_header(h, i) as Pointer, { ...views[0]! }));
+        this.slotPool.push(views);
+      } else this.slots.push(makeSlot(this, i, n.fu_ring_header(h, i) as Pointer, n.fu_ring_payload(h, i) as Pointer, opts.payloadSize));
     }
     this.maxOut = 2 * entries + 2;
     this.out = new CompletionBuffer(this.maxOut);
-    this.pinnedBytes = entries * (opts.payloadSize + 4096);
+    this.pinnedBytes = this.pool ? qids.length * this.pool.bytesPerQueue + entries * 4096 : entries * (opts.payloadSize + 4096);
     this.waitMicros = opts.waitMicros;
     this.lingerWaits = opts.waitMicros > 0 ? Math.ceil((LINGER_MS * 1000) / opts.waitMicros) : 0;
     this.answeredElsewhere = opts.answeredElsewhere === true;
@@ -162,11 +227,45 @@ export class UringSource implements Source {
     return { header: Number(n.fu_ring_header(this.handle!, idx)), payload: Number(n.fu_ring_payload(this.handle!, idx)) };
   }
 
-  /** Queue REGISTER for every entry and start pumping; only after the INIT reply was written. */
+  /** Queue REGISTER for every entry and start pumping; only after the INIT reply was written.
+   *  With pools the shim first adds every queue and its pool (ADD_QUEUE, ADD_BUFPOOL); the
+   *  queues whose pool the kernel refused get per-entry payloads, bound here. */
   start(): void {
-    const rc = native().fu_ring_start(this.handle!);
+    const n = native();
+    const rc = n.fu_ring_start(this.handle!);
     if (rc < 0) throw new UringError(-rc, `io_uring register failed (errno ${-rc})`);
+    if (this.pool) {
+      let own = 0;
+      for (const slot of this.slots) {
+        const p = n.fu_ring_payload(this.handle!, slot.index) as Pointer | null;
+        if (!p) continue;
+        Object.assign(slot, payloadViews(toArrayBuffer(p, 0, this.payloadSize), 0, this.payloadSize));
+        this.slotPool[slot.index] = null;
+        own++;
+      }
+      const pooledQueues = this.stats().poolQueues ?? 0;
+      this.pinnedBytes = pooledQueues * this.pool.bytesPerQueue + this.slots.length * 4096 + own * this.payloadSize;
+    }
     void this.pump();
+  }
+
+  /** Pool queues: the request's payload is the pool buffer at ent_in_out.offset. A request
+   *  without payload has no buffer (offset 0): nothing is read or written there. */
+  bindPayload(slot: Slot): void {
+    const views = this.slotPool[slot.index];
+    if (!views) return;
+    const b = views[(slot.header.getUint32(HDR_POOL_OFFSET, true) / this.payloadSize) | 0];
+    if (!b) return; // outside the pool: the shim refuses I/O on it too
+    slot.payload = b.payload;
+    slot.payloadView = b.payloadView;
+    slot.payloadText = b.payloadText;
+  }
+
+  /** Pool state of this ring: "active" (every queue has a pool), "fallback" (the kernel refused
+   *  at least one; those queues use per-entry payloads), or "off" (not asked for). */
+  poolState(): "active" | "fallback" | "off" {
+    if (!this.pool) return "off";
+    return (this.stats().poolRefused ?? 0) > 0 ? "fallback" : "active";
   }
 
   /** Doorbell (the owner was idle and work arrived). */
@@ -318,6 +417,8 @@ export class UringSource implements Source {
     this.final = this.stats();
     native().fu_ring_destroy(this.handle);
     this.handle = null;
+    // The ring is gone (the kernel let go of the pool): the memory may be collected now.
+    this.poolMemory = null;
   }
 
   stats(): SourceStats {
@@ -327,9 +428,14 @@ export class UringSource implements Source {
     // shim/ring.zig Stats: enters, cqes, wakeups, requests, commits, io_ops, errors, dead,
     // fixed_buffers, native_requests, native_read_bytes, native_write_bytes, native_errors,
     // recovered, inflight_max, idles, native_inflight_max, native_sync, wait_timers, fixed_file,
-    // native_async, native_direct, direct_fallbacks
+    // native_async, native_direct, direct_fallbacks, then the buffer pools' (ABI 5): pool_queues,
+    // pool_refused, pool_error, zero_copy_queues, zero_copy_requests, zero_copy_bytes, pool_fixed,
+    // zero_copy_error
     const fixed = u(8) === 1;
+    const i64 = (i: number) => Number(v.getBigInt64(i * 8, true));
     return {
+      poolQueues: u(23), poolRefused: u(24), poolErrno: -i64(25), zeroCopyQueues: u(26), zeroCopyRequests: u(27), zeroCopyBytes: u(28),
+      zeroCopyErrno: -i64(30),
       submits: u(0), cqes: u(1), wakeups: u(2), requests: u(3), fixedIo: fixed ? u(5) : 0, errors: u(6) + this.refusals, fixedBuffers: fixed,
       enters: u(0), nativeRequests: u(9), nativeReadBytes: u(10), nativeWriteBytes: u(11), nativeErrors: u(12),
       recovered: u(13), inflightMax: u(14), idles: u(15), nativeInflightMax: u(16), nativeSync: u(17), waitTimers: u(18), fixedFile: u(19) === 1,
