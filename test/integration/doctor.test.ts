@@ -38,7 +38,8 @@ function noLeftovers(): void {
 
 const EXPECTED_IDS = [
   "platform", "shim", "dev_fuse", "fusermount3", "user_allow_other", "enable_uring", "io_uring_disabled",
-  "io_uring_syscalls", "test_mount", "fuse_over_io_uring", "kernel_passthrough", "data_planes", "buffer_pools", "pinned_memory",
+  "io_uring_syscalls", "test_mount", "fuse_over_io_uring", "kernel_passthrough", "data_planes", "buffer_pools", "zero_copy",
+  "pinned_memory",
   "open_files",
 ];
 
@@ -80,6 +81,8 @@ describe("doctor, enable_uring=Y", () => {
     // which ways file data can take here: the native data plane needs no privilege
     expect(JSON.stringify(c.data_planes)).toContain("native");
     expect(c.buffer_pools!.status).toBe("OK");
+    // root: zero-copy is available wherever pools are, and "nothing to do" where they are not
+    expect(c.zero_copy!.status).toBe("OK");
     expect(rep.kernel.bufferPools).toBe(rep.kernel.offeredNames.includes("HAS_IO_URING_BUFPOOL"));
     expect(rep.possibleCpus).toBe(possibleCpus());
     expect(rep.pinnedBytesDefault).toBe(possibleCpus() * 8 * (1048576 + 4096));
