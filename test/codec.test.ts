@@ -16,25 +16,11 @@ import {
   initBit, initFlagNames, Op, opHeaderSizes, F_RDLCK, F_UNLCK, F_WRLCK, FUSE_EXPIRE_ONLY, FUSE_IOCTL, FUSE_IOCTL_MAX_IOV, FUSE_LK_FLOCK,
   FUSE_POLL_SCHEDULE_NOTIFY, FUSE_RELEASE_FLOCK_UNLOCK, FUSE_RELEASE_FLUSH, LOCK_END_MAX,
 } from "../lib/protocol/constants.ts";
+import { le, u64, u32, u16, i32 } from "./helpers/bytes.ts";
 
 /** A native data plane handle (2^47 + slot): fh values above 2^32 must survive decoding. */
 const NATIVE = 2 ** 47 + 3;
 
-/** Little-endian bytes of an unsigned integer of `n` bytes. */
-function le(v: number | bigint, n: number): number[] {
-  let x = BigInt(v);
-  if (x < 0n) x += 1n << BigInt(8 * n);
-  const out: number[] = [];
-  for (let i = 0; i < n; i++) {
-    out.push(Number(x & 0xffn));
-    x >>= 8n;
-  }
-  return out;
-}
-const u64 = (v: number | bigint) => le(v, 8);
-const u32 = (v: number | bigint) => le(v, 4);
-const u16 = (v: number | bigint) => le(v, 2);
-const i32 = (v: number) => le(v, 4);
 
 function buf(n: number): { bytes: Uint8Array; dv: DataView } {
   const bytes = new Uint8Array(n).fill(0xee); // poison: every byte must be written

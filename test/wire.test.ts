@@ -7,21 +7,8 @@
 import { describe, expect, test } from "bun:test";
 import { attr, attrReply, defineFs, defineInodeFs, entry, FuseError, O_RDWR, SEEK_DATA, type InodeFS, type RequestContext } from "../lib/index.ts";
 import { testFs, type Reply } from "../lib/testing/index.ts";
+import { le, u64, u32, i32 } from "./helpers/bytes.ts";
 
-/** Little-endian bytes of an unsigned integer of `n` bytes. */
-function le(v: number | bigint, n: number): number[] {
-  let x = BigInt(v);
-  if (x < 0n) x += 1n << BigInt(8 * n);
-  const out: number[] = [];
-  for (let i = 0; i < n; i++) {
-    out.push(Number(x & 0xffn));
-    x >>= 8n;
-  }
-  return out;
-}
-const u64 = (v: number | bigint) => le(v, 8);
-const u32 = (v: number | bigint) => le(v, 4);
-const i32 = (v: number) => le(v, 4);
 const text = (s: string) => [...Buffer.from(s)];
 
 /** struct fuse_out_header: len @0, error @4 (-errno), unique @8. */
