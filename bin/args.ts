@@ -40,11 +40,12 @@ Options:
   --max-write BYTES               largest READ/WRITE request, 4096..1048576 (default 1 MiB,
                                   less on hosts with very many CPUs: pinned memory ≤ 64 MiB)
   --workers N|auto                serve the io_uring queues from N threads: memfs, the
-                                  passthrough and scripts that declare replicable: true run one
-                                  copy per thread; any other filesystem stays on the main thread
-                                  and the threads serve the native data plane and forward the
-                                  other requests to it. auto (default): one per CPU (at most
-                                  8) for filesystems that run as copies, else 1
+                                  passthrough (state shared by every thread) and scripts that
+                                  declare threads: "stateless" run on every thread; any other
+                                  filesystem stays on the main thread and the threads serve the
+                                  native data plane and forward the other requests to it.
+                                  auto (default): one per CPU (at most 8) for filesystems that
+                                  run on every thread, else 1
   --data-plane native|js          native (default): READ/WRITE/FSYNC of handles opened with a
                                   backing fd (the passthrough's) are served by the shim, no
                                   JavaScript per request; js: every request goes to handlers

@@ -732,7 +732,7 @@ export class Session implements Sink, ReplyObserver {
           ? "kernel offered FUSE_OVER_IO_URING"
           : this.pool.forwarding
             ? `kernel offered FUSE_OVER_IO_URING; ${this.pool.count} worker threads, forwarding (native data plane on the workers, handlers on the main thread)`
-            : `kernel offered FUSE_OVER_IO_URING; ${this.pool.count} worker threads, copies (one copy of the filesystem per worker)`;
+            : `kernel offered FUSE_OVER_IO_URING; ${this.pool.count} worker threads, copies (an instance of the filesystem per worker: views of its shared state, or a stateless script)`;
       }
     }
     if (o.transport === "uring" && !ringUp) {
