@@ -251,14 +251,23 @@ export interface MemShared {
 
 /**
  * Every InodeFS method memfs implements that touches its state, and its diagnostics: each runs
- * under the state's mutex. Not here: read/write (they lock themselves), flush, getlk, setlk,
- * flock (the lock table only; a waiting SETLKW must not hold the mutex), fsync, fsyncdir.
+ * under the state's mutex (wrapped at the end of this file). The three lists together name
+ * every InodeFS handler memfs has, which test/lock-lists.test.ts checks: a new handler that is
+ * in none of them fails the suite instead of running unlocked by accident.
  */
-const LOCKED = [
+export const MEMFS_LOCKED = [
   "lookup", "forget", "getattr", "setattr", "readlink", "symlink", "mknod", "mkdir", "unlink", "rmdir", "rename", "link",
   "create", "tmpfile", "open", "release", "opendir", "readdir", "releasedir", "statfs", "setxattr", "getxattr", "listxattr",
   "removexattr", "access", "fallocate", "lseek", "copyFileRange", "stats", "lookupCount", "has", "dumpState",
 ] as const;
+/** The hot path takes the mutex inside the method (no wrapper call per READ/WRITE). */
+export const MEMFS_SELF_LOCKED = ["read", "write"] as const;
+/**
+ * Outside the state's mutex: the lock table has its own synchronisation (a waiting SETLKW must
+ * not hold the mutex); fsync/fsyncdir have nothing to write back; copies() describes the
+ * shared buffers to the thread plan before any request.
+ */
+export const MEMFS_UNLOCKED = ["flush", "getlk", "setlk", "flock", "fsync", "fsyncdir", "copies"] as const;
 
 function fail(code: ErrnoName, message?: string): never {
   throw new FuseError(code, message);
@@ -1461,7 +1470,7 @@ const EMPTY_XATTRS = new Map<string, Uint8Array>();
 // wrapper passes arguments one by one (no rest array: nothing allocated per request).
 {
   const P = MemFS.prototype as unknown as Record<string, (...a: unknown[]) => unknown>;
-  for (const name of LOCKED) {
+  for (const name of MEMFS_LOCKED) {
     const f = P[name];
     if (typeof f !== "function") throw new Error(`BUG: memfs has no method ${name}`);
     const locked = function (this: MemFS, a: unknown, b: unknown, c: unknown, d: unknown, e: unknown, g: unknown, h: unknown, i: unknown, j: unknown) {
