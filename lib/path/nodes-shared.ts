@@ -17,7 +17,7 @@
 // - One lock (a futex word) around each method: all are synchronous and short (no handler runs
 //   under it). It sits behind lock()/unlock() below so that one shared mutex can replace it.
 
-import { FuseError } from "../fs/errors.ts";
+import { FuseError } from "../protocol/errors.ts";
 import { decodeName, encodeName } from "../protocol/names.ts";
 import { ROOT, type HandleRecord, type KnownNode, type NodeTable } from "./nodes.ts";
 
