@@ -33,7 +33,7 @@ export interface LoadScriptOptions {
   shared?: unknown;
   /**
    * The module is bundled into this program, not a file on disk (the standalone binary's
-   * built-in copy modules, lib/fs/builtin-copies.ts): import it with this instead. Nothing is
+   * built-in copy modules, lib/embedded-copies.ts): import it with this instead. Nothing is
    * evicted, hashed or watched; a reload evaluates the same module again (its reload hook).
    */
   embedded?: () => Promise<Record<string, unknown>>;
