@@ -6,7 +6,7 @@
 // single` serves everything from one thread, for comparison.
 
 import { paths } from "../../lib/index.ts";
-import { calibrate, option as optionOf, spin } from "./burn-cpu.ts";
+import { calibrate, option as optionOf, spin } from "./burn.ts"; // the same busy loop
 
 const option = (args: string[], name: string, fallback: number) => optionOf(args, name, fallback, "burn-paths.ts");
 
