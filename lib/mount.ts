@@ -10,7 +10,7 @@ import { attach, detach, detachAsync, fuseDeviceAt, isMounted, MountError, type 
 import { Notify } from "./protocol/constants.ts";
 import { nameToBytes } from "./protocol/names.ts";
 import type { FdCacheStats } from "./fs/passthrough/nodes.ts";
-import type { Notifications } from "./fs/types.ts";
+import type { Notifications } from "./session/filesystem.ts";
 import { defaultSessionOptions, Session, type SessionOptions, type SessionStats } from "./session/session.ts";
 
 export interface MountOptions extends Partial<SessionOptions> {
@@ -170,7 +170,7 @@ export class Mount implements AsyncDisposable {
 
   /**
    * Every FUSE notification by node id: poll wakeups, invalInode/invalEntry (with expireOnly),
-   * delete, store and retrieve (lib/fs/types.ts Notifications; the same object as
+   * delete, store and retrieve (lib/session/filesystem.ts Notifications; the same object as
    * InitInfo.notify).
    */
   get notify(): Notifications {

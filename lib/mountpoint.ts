@@ -6,7 +6,7 @@ import { spawnSync } from "node:child_process";
 import { existsSync, readFileSync, statSync } from "node:fs";
 import { resolve } from "node:path";
 import { cstr, native } from "./native.ts";
-import { errnoName } from "./fs/errors.ts";
+import { errnoName } from "./protocol/errors.ts";
 
 export interface MountFlags {
   fsname: string;

@@ -11,7 +11,7 @@
 
 import { existsSync, readFileSync, statSync } from "node:fs";
 import { isAbsolute, relative, resolve } from "node:path";
-import type { InodeFS } from "./fs/types.ts";
+import type { InodeFS, ScriptContext } from "./session/filesystem.ts";
 import { mount, type MountOptions } from "./mount.ts";
 import { attachMount, HandlerShapeError, toInodeFS, type Filesystem } from "./path/convert.ts";
 import { isPathFS, type PathFS } from "./path/pathfs.ts";
@@ -33,21 +33,14 @@ export interface LoadScriptOptions {
   shared?: unknown;
   /**
    * The module is bundled into this program, not a file on disk (the standalone binary's
-   * built-in copy modules, lib/fs/builtin-copies.ts): import it with this instead. Nothing is
+   * built-in copy modules, lib/embedded-copies.ts): import it with this instead. Nothing is
    * evicted, hashed or watched; a reload evaluates the same module again (its reload hook).
    */
   embedded?: () => Promise<Record<string, unknown>>;
 }
 
-/** What a default-export function (and a reload hook) receives. */
-export interface ScriptContext {
-  args: string[];
-  /** A worker copy of a filesystem with shared state: InodeFS.copies()'s `shared`. */
-  shared?: unknown;
-  mountpoint?: string;
-  /** Aborted when this version is replaced by a hot reload (`--watch`): stop its timers there. */
-  signal?: AbortSignal;
-}
+/** What a default-export function (and a reload hook) receives (defined with CopiesPlan). */
+export type { ScriptContext } from "./session/filesystem.ts";
 
 export function show(file: string): string {
   const rel = relative(process.cwd(), file);

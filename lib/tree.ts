@@ -23,8 +23,8 @@
 // A bare object given to mount()/toInodeFS() is a tree unless it has a `lookup` function
 // (an InodeFS) or a `getattr` function (path handlers); wrap it in tree() to be explicit.
 
-import { FuseError } from "./fs/errors.ts";
-import type { RequestContext } from "./fs/types.ts";
+import { FuseError } from "./protocol/errors.ts";
+import type { RequestContext } from "./session/filesystem.ts";
 import { nowTimespec } from "./fs/attr.ts";
 import { PathFS } from "./path/pathfs.ts";
 import { contentLength, describe, isContent } from "./path/stat.ts";

@@ -1,10 +1,10 @@
 // The module every worker thread of `--workers N` starts from (lib/threads/pool.ts; in the
 // standalone binary the second entry point of scripts/compile.sh). It is the app's side of a
 // worker: it knows how a filesystem module is loaded — a script (lib/script.ts), the standalone
-// binary's built-in copy modules (lib/fs/builtin-copies.ts), a hot reload (lib/reload/swap.ts) —
+// binary's built-in copy modules (lib/embedded-copies.ts), a hot reload (lib/reload/swap.ts) —
 // and hands that to the engine's worker runtime (lib/threads/worker-entry.ts).
 
-import { embeddedCopyModule } from "./fs/builtin-copies.ts";
+import { embeddedCopyModule } from "./embedded-copies.ts";
 import { needsHook } from "./reload/swap.ts";
 import { loadScriptVersion, type LoadScriptOptions, type ScriptVersion } from "./script.ts";
 import { registerSelfModule } from "./self-module.ts";

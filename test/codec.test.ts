@@ -3,7 +3,7 @@
 // tests: a wrong offset fails here with the exact byte.
 
 import { describe, expect, test } from "bun:test";
-import type { Attr } from "../lib/fs/types.ts";
+import type { Attr } from "../lib/protocol/structs.ts";
 import {
   decodeEntInOut, decodeInitIn, decodeSetattrIn, direntplusSize, encodeUringCmdReq, FOPEN_IO_URING_ZERO_COPY, FUSE_IO_URING_CMD_ADD_BUFPOOL,
   FUSE_IO_URING_CMD_ADD_QUEUE, FUSE_URING_ENT_ZERO_COPY, FUSE_URING_ZERO_COPY, direntSize, encodeAttr, encodeAttrOut, encodeDirentHeader,

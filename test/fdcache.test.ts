@@ -7,7 +7,7 @@ import { afterAll, describe, expect, test } from "bun:test";
 import { fstatSync, mkdirSync, mkdtempSync, openSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { FdCache, PassthroughNode, probeHandles } from "../lib/fs/passthrough/nodes.ts";
-import { FuseError } from "../lib/fs/errors.ts";
+import { FuseError } from "../lib/protocol/errors.ts";
 
 const O_PATH = 0o10000000, O_NOFOLLOW = 0o400000, O_DIRECTORY = 0o200000;
 const dir = mkdtempSync("/tmp/fuse-uring-fdcache-");

@@ -6,7 +6,7 @@
 
 import { describe, expect, test } from "bun:test";
 import { F_RDLCK, F_UNLCK, F_WRLCK, LOCK_FLOCK, LOCK_POSIX, LockTable } from "../lib/fs/locks.ts";
-import { FuseError } from "../lib/fs/errors.ts";
+import { FuseError } from "../lib/protocol/errors.ts";
 
 const A = 1n, B = 2n;
 const L = (start: number, end: number, type: number, pid = 0) => ({ start, end, type, pid });

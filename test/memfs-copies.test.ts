@@ -8,9 +8,10 @@
 import { describe, expect, test } from "bun:test";
 import { join } from "node:path";
 import { MemFS, memfs, type MemShared } from "../lib/fs/memfs.ts";
-import type { OpenReply, RequestContext } from "../lib/fs/types.ts";
-import { S_IFREG } from "../lib/fs/types.ts";
-import { Errno, FuseError } from "../lib/fs/errors.ts";
+import type { OpenReply } from "../lib/protocol/structs.ts";
+import type { RequestContext } from "../lib/session/filesystem.ts";
+import { S_IFREG } from "../lib/protocol/structs.ts";
+import { Errno, FuseError } from "../lib/protocol/errors.ts";
 import { FailStopError } from "../lib/shared/fail-stop.ts";
 
 const ROOT = 1;

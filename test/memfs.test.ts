@@ -3,9 +3,10 @@
 import { describe, expect, test } from "bun:test";
 import { memfs, MemFS, CHUNK_SIZE } from "../lib/fs/memfs.ts";
 import { makeAttr, nowTimespec } from "../lib/fs/attr.ts";
-import { Errno, FuseError } from "../lib/fs/errors.ts";
-import type { Attr, DirFiller, Entry, RequestContext } from "../lib/fs/types.ts";
-import { S_IFBLK, S_IFCHR, S_IFDIR, S_IFIFO, S_IFLNK, S_IFMT, S_IFREG, S_IFSOCK } from "../lib/fs/types.ts";
+import { Errno, FuseError } from "../lib/protocol/errors.ts";
+import type { Attr, Entry } from "../lib/protocol/structs.ts";
+import type { DirFiller, RequestContext } from "../lib/session/filesystem.ts";
+import { S_IFBLK, S_IFCHR, S_IFDIR, S_IFIFO, S_IFLNK, S_IFMT, S_IFREG, S_IFSOCK } from "../lib/protocol/structs.ts";
 
 const ROOT = 1;
 function as(uid: number, gid: number): RequestContext {

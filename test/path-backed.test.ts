@@ -5,8 +5,9 @@
 import { afterAll, describe, expect, test } from "bun:test";
 import { closeSync, fstatSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, statSync, writeFileSync, writeSync } from "node:fs";
 import { join } from "node:path";
-import { errnoOf, FuseError } from "../lib/fs/errors.ts";
-import type { DirFiller, Entry, InitInfo, OpenReply, RequestContext } from "../lib/fs/types.ts";
+import { errnoOf, FuseError } from "../lib/protocol/errors.ts";
+import type { Entry, OpenReply } from "../lib/protocol/structs.ts";
+import type { DirFiller, InitInfo, RequestContext } from "../lib/session/filesystem.ts";
 import {
   accessProblem, backingOpenFlags, checkDescriptor, O_APPEND, O_CLOEXEC, O_CREAT, O_PATH, O_RDONLY, O_RDWR, O_SYNC, O_TRUNC, O_WRONLY, parseFdinfoFlags,
 } from "../lib/path/backing.ts";

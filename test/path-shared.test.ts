@@ -4,8 +4,9 @@
 import { describe, expect, test } from "bun:test";
 import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { errnoOf } from "../lib/fs/errors.ts";
-import type { DirFiller, Entry, RequestContext } from "../lib/fs/types.ts";
+import { errnoOf } from "../lib/protocol/errors.ts";
+import type { Entry } from "../lib/protocol/structs.ts";
+import type { DirFiller, RequestContext } from "../lib/session/filesystem.ts";
 import { backed, paths, type PathHandlers } from "../lib/path/index.ts";
 import { PathFS } from "../lib/path/pathfs.ts";
 import { tree } from "../lib/tree.ts";

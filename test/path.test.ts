@@ -3,8 +3,9 @@
 import { describe, expect, test } from "bun:test";
 import { mkdtempSync, readSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { errnoOf as errnoOfError, FuseError } from "../lib/fs/errors.ts";
-import type { DirFiller, Entry, InodeFS, RequestContext } from "../lib/fs/types.ts";
+import { errnoOf as errnoOfError, FuseError } from "../lib/protocol/errors.ts";
+import type { Entry } from "../lib/protocol/structs.ts";
+import type { DirFiller, InodeFS, RequestContext } from "../lib/session/filesystem.ts";
 import { memfs } from "../lib/fs/memfs.ts";
 import { dir, file, symlink, tree } from "../lib/tree.ts";
 import { isPathFS, paths, PathFS } from "../lib/path/pathfs.ts";

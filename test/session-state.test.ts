@@ -6,8 +6,8 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { closeSync, mkdtempSync, openSync, readlinkSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { FuseError } from "../lib/fs/errors.ts";
-import type { InodeFS, RequestContext } from "../lib/fs/types.ts";
+import { FuseError } from "../lib/protocol/errors.ts";
+import type { InodeFS, RequestContext } from "../lib/session/filesystem.ts";
 import { native } from "../lib/native.ts";
 import { HDR_OP_IN, HDR_PAYLOAD_SZ, Op } from "../lib/protocol/constants.ts";
 import { Session } from "../lib/session/session.ts";

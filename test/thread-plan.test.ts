@@ -1,7 +1,7 @@
 // lib/threads/plan.ts: the one module that decides how many threads serve a mount, what they
 // run, and which queues and CPUs each owns.
 import { describe, expect, test } from "bun:test";
-import type { CopiesPlan, InodeFS } from "../lib/fs/types.ts";
+import type { CopiesPlan, InodeFS } from "../lib/session/filesystem.ts";
 import { declaredThreads, planThreads, queueBlocks, servesAsCopy } from "../lib/threads/plan.ts";
 
 const source = { path: "/x/script.ts", args: [] };

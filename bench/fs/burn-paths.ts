@@ -6,39 +6,9 @@
 // single` serves everything from one thread, for comparison.
 
 import { paths } from "../../lib/index.ts";
+import { calibrate, option as optionOf, spin } from "./burn.ts"; // the same busy loop
 
-function option(args: string[], name: string, fallback: number): number {
-  const i = args.indexOf(name);
-  const v = i >= 0 ? Number(args[i + 1]) : fallback;
-  if (!Number.isFinite(v) || v < 0) throw new Error(`burn-paths.ts: ${name} needs a number ≥ 0, got ${JSON.stringify(args[i + 1])}`);
-  return v;
-}
-
-let sink = 0;
-/** `n` rounds of xorshift: pure CPU, no allocation (as bench/fs/burn.ts). */
-function spin(n: number): void {
-  let x = (sink | 1) >>> 0;
-  for (let i = 0; i < n; i++) {
-    x ^= x << 13;
-    x ^= x >>> 17;
-    x ^= x << 5;
-  }
-  sink = x;
-}
-
-/** Rounds of `spin` per µs on this CPU: the best of a few trials. */
-function calibrate(): number {
-  spin(200_000);
-  let best = 0;
-  for (let t = 0; t < 5; t++) {
-    const n = 400_000;
-    const t0 = Bun.nanoseconds();
-    spin(n);
-    const us = (Bun.nanoseconds() - t0) / 1000;
-    if (us > 0) best = Math.max(best, n / us);
-  }
-  return best;
-}
+const option = (args: string[], name: string, fallback: number) => optionOf(args, name, fallback, "burn-paths.ts");
 
 export default function burnPaths({ args = [] }: { args?: string[] }) {
   const t = args.indexOf("--threads");

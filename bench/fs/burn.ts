@@ -2,8 +2,10 @@
 // -- [--size BYTES] [--files N] [--burn-us US]`. Read-only files f.0 … f.(N-1) of BYTES zeros
 // each; every READ first does ~US µs of CPU work (default 50), so the daemon's throughput is
 // bound by handler CPU, not by the transport. bench/run.ts compares one JS thread with
-// `--workers 2` on it. Self-contained (no imports), and an inode filesystem with computed node
-// ids (`replicable: true`), so every worker thread can serve any request with its own copy.
+// `--workers 2` on it. Self-contained (no imports: test/integration/ship.test.ts mounts a copy of
+// this file alone with the standalone binary), and an inode filesystem with computed node ids
+// (`replicable: true`), so every worker thread can serve any request with its own copy. Its busy
+// loop and option parser are exported for bench/fs/burn-paths.ts.
 //
 // The work is a calibrated loop, not a clock spin, so a preempted handler still costs the
 // same CPU when it runs again.
@@ -12,16 +14,17 @@ interface Ctx {
   args?: string[];
 }
 
-function option(args: string[], name: string, fallback: number): number {
+/** The number after `name` in `args` (≥ 0), or `fallback`; `who` names the script in the error. */
+export function option(args: string[], name: string, fallback: number, who = "burn.ts"): number {
   const i = args.indexOf(name);
   const v = i >= 0 ? Number(args[i + 1]) : fallback;
-  if (!Number.isFinite(v) || v < 0) throw new Error(`burn.ts: ${name} needs a number ≥ 0, got ${JSON.stringify(args[i + 1])}`);
+  if (!Number.isFinite(v) || v < 0) throw new Error(`${who}: ${name} needs a number ≥ 0, got ${JSON.stringify(args[i + 1])}`);
   return v;
 }
 
 let sink = 0;
 /** `n` rounds of xorshift: pure CPU, no allocation; the result goes to `sink` so it is not optimised away. */
-function spin(n: number): void {
+export function spin(n: number): void {
   let x = (sink | 1) >>> 0;
   for (let i = 0; i < n; i++) {
     x ^= x << 13;
@@ -32,7 +35,7 @@ function spin(n: number): void {
 }
 
 /** Rounds of `spin` per µs on this CPU: the best of a few 2 ms trials (the machine may be busy). */
-function calibrate(): number {
+export function calibrate(): number {
   spin(200_000); // warm up the JIT
   let best = 0;
   for (let t = 0; t < 5; t++) {

@@ -2,7 +2,7 @@
 
 import { resolve } from "node:path";
 import { statSync } from "node:fs";
-import type { InodeFS } from "../../lib/fs/types.ts";
+import type { InodeFS } from "../../lib/session/filesystem.ts";
 import type { ScriptVersion } from "../../lib/script.ts";
 import { mount, type Mount, type MountOptions } from "../../lib/mount.ts";
 import { knobs, setKnob } from "../../lib/knobs.ts";

@@ -4,8 +4,8 @@
 // the process's uid/gid, size 0, blocks = ceil(size / 512), blksize 4096, all times = now.
 
 import { nowTimespec } from "../fs/attr.ts";
-import type { Attr, AttrReply, Entry } from "../fs/types.ts";
-import { S_IFDIR, S_IFLNK, S_IFMT } from "../fs/types.ts";
+import type { Attr, AttrReply, Entry } from "../protocol/structs.ts";
+import { S_IFDIR, S_IFLNK, S_IFMT } from "../protocol/structs.ts";
 import { toTimespec, typeOf } from "../path/stat.ts";
 import type { FileType, TimeLike } from "../path/types.ts";
 

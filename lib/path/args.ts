@@ -19,7 +19,7 @@
 // from the start, `(path, { … }, ctx)`: they are not in REORDERED, so both kinds of object pass
 // them through unchanged and the public PathHandlers type (Omit<…> below) shows them as declared.
 
-import type { InitInfo, RequestContext } from "../fs/types.ts";
+import type { InitInfo, RequestContext } from "../session/filesystem.ts";
 import type { Backed, Content, DirEntryLike, MaybePromise, Opened, PathHandlers as PositionalHandlers, StatfsLike, StatLike } from "./types.ts";
 
 export interface OpenArgs {

@@ -6,7 +6,7 @@
 // shim serves READ/WRITE/FSYNC from the descriptor (docs/DATAPLANE.md).
 
 import { closeSync, fchmodSync, fdatasync, fstatSync, fsync, ftruncate, openSync, readFileSync } from "node:fs";
-import type { Attr } from "../fs/types.ts";
+import type { Attr } from "../protocol/structs.ts";
 import { fsPath } from "../protocol/names.ts";
 import type { Backed, BackingSource } from "./types.ts";
 

@@ -1,6 +1,6 @@
 // toInodeFS: what mount() and the script loader accept, turned into the inode API.
 
-import type { InodeFS } from "../fs/types.ts";
+import type { InodeFS } from "../session/filesystem.ts";
 import { isTreeDir, tree, type DirEntries, type DirSpec } from "../tree.ts";
 import { isPathFS, paths, type Notifier, type PathFS } from "./pathfs.ts";
 import { describe } from "./stat.ts";

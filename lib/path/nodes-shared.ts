@@ -14,11 +14,13 @@
 // - File handles: slots of their own, fh = slot; each keeps what another thread needs to serve
 //   a request on a handle it did not open (node, flags, backed descriptor, the handler's handle
 //   value as JSON) and a serial number, so a thread's cached view of a released fh is noticed.
-// - One lock (a futex word) around each method: all are synchronous and short (no handler runs
-//   under it). It sits behind lock()/unlock() below so that one shared mutex can replace it.
+// - One lock around each method: all are synchronous and short (no handler runs under it). The
+//   project's one shared mutex (lib/shared/mutex.ts, as memfs and the passthrough's table): the
+//   holder's thread id in the lock word, a bound on a holder, fail-stop past it.
 
-import { FuseError } from "../fs/errors.ts";
+import { FuseError } from "../protocol/errors.ts";
 import { decodeName, encodeName } from "../protocol/names.ts";
+import { MUTEX_WORDS, SharedMutex } from "../shared/mutex.ts";
 import { ROOT, type HandleRecord, type KnownNode, type NodeTable } from "./nodes.ts";
 
 const TWO32 = 4294967296;
@@ -38,9 +40,10 @@ export function isPathTableShare(x: unknown): x is PathTableShare {
 }
 
 // ---- meta words ------------------------------------------------------------------------------
-const M_LOCK = 0, M_COUNT = 1, M_CAP = 2, M_FREE = 3, M_HIGH = 4, M_BUCKETS = 5;
-const M_HCAP = 6, M_HFREE = 7, M_HHIGH = 8, M_HCOUNT = 9, M_WAITS = 10;
-const M_SERIAL = 8; // Float64 word (byte 64): handle serial numbers
+const M_MUTEX = 0; // the mutex: words 0..2 (lib/shared/mutex.ts)
+const M_COUNT = M_MUTEX + MUTEX_WORDS, M_CAP = M_COUNT + 1, M_FREE = M_COUNT + 2, M_HIGH = M_COUNT + 3, M_BUCKETS = M_COUNT + 4;
+const M_HCAP = M_COUNT + 5, M_HFREE = M_COUNT + 6, M_HHIGH = M_COUNT + 7, M_HCOUNT = M_COUNT + 8;
+const M_SERIAL = 8; // Float64 word (byte 64, after the Int32 words above): handle serial numbers
 const META_BYTES = 128;
 
 // ---- node slot (Int32 words) -----------------------------------------------------------------
@@ -102,6 +105,8 @@ export class SharedNodes implements NodeTable {
   private readonly scratch = new Uint8Array(NAME_MAX * 4 + 8);
   private readonly values = new TextEncoder();
   private readonly valuesOut = new TextDecoder();
+  /** Around every method; table operations only, never a handler. */
+  private readonly mutex: SharedMutex;
 
   /** `thread`: this thread's number, recorded as the owner of the handles it opens. */
   constructor(readonly share: PathTableShare, readonly thread: number) {
@@ -114,35 +119,12 @@ export class SharedNodes implements NodeTable {
     this.HI = new Int32Array(share.handles);
     this.HF = new Float64Array(share.handles);
     this.HB = new Uint8Array(share.handles);
-  }
-
-  // ---- the lock (swap for the project's shared mutex: these two functions are all of it) ----
-
-  private lock(): void {
-    const w = this.m;
-    let c = Atomics.compareExchange(w, M_LOCK, 0, 1);
-    if (c === 0) return;
-    // Held for a table operation (a µs at most): spin briefly before sleeping.
-    for (let i = 0; i < 100 && c !== 0; i++) c = Atomics.compareExchange(w, M_LOCK, 0, 1);
-    if (c === 0) return;
-    Atomics.add(w, M_WAITS, 1);
-    if (c !== 2) c = Atomics.exchange(w, M_LOCK, 2);
-    while (c !== 0) {
-      Atomics.wait(w, M_LOCK, 2, 1000);
-      c = Atomics.exchange(w, M_LOCK, 2);
-    }
-  }
-
-  private unlock(): void {
-    if (Atomics.sub(this.m, M_LOCK, 1) !== 1) {
-      Atomics.store(this.m, M_LOCK, 0);
-      Atomics.notify(this.m, M_LOCK, 1);
-    }
+    this.mutex = new SharedMutex(this.m, M_MUTEX, { name: "path node table" });
   }
 
   /** Times a thread found the table locked and had to wait (all threads). */
   get lockWaits(): number {
-    return Atomics.load(this.m, M_WAITS);
+    return this.mutex.waits;
   }
 
   // ---- slots (called with the lock held) --------------------------------------------------------
@@ -295,37 +277,37 @@ export class SharedNodes implements NodeTable {
   }
 
   has(ino: number): boolean {
-    this.lock();
+    this.mutex.lock();
     try {
       return this.slotOf(ino) !== 0;
     } finally {
-      this.unlock();
+      this.mutex.unlock();
     }
   }
 
   pathOf(ino: number): string | undefined {
-    this.lock();
+    this.mutex.lock();
     try {
       const s = this.slotOf(ino);
       return s ? this.pathOfSlot(s) : undefined;
     } finally {
-      this.unlock();
+      this.mutex.unlock();
     }
   }
 
   parentOf(ino: number): number {
-    this.lock();
+    this.mutex.lock();
     try {
       const s = this.slotOf(ino);
       const p = s > 1 && !(this.I[s * SLOT4 + W_STATE]! & DETACHED) ? this.I[s * SLOT4 + W_PARENT]! : 0;
       return p ? this.idOf(p) : 0;
     } finally {
-      this.unlock();
+      this.mutex.unlock();
     }
   }
 
   childOf(parent: number, name: string): number | undefined {
-    this.lock();
+    this.mutex.lock();
     try {
       const p = this.slotOf(parent);
       if (!p) return undefined;
@@ -334,7 +316,7 @@ export class SharedNodes implements NodeTable {
       const s = this.find(p, len);
       return s ? this.idOf(s) : undefined;
     } finally {
-      this.unlock();
+      this.mutex.unlock();
     }
   }
 
@@ -348,7 +330,7 @@ export class SharedNodes implements NodeTable {
   }
 
   hold(parent: number, name: string): number {
-    this.lock();
+    this.mutex.lock();
     try {
       const p = this.slotOf(parent);
       if (!p) throw new FuseError("ESTALE", `unknown node id ${parent}`);
@@ -374,46 +356,46 @@ export class SharedNodes implements NodeTable {
       this.I[s * SLOT4 + W_OPENS]!++;
       return this.idOf(s);
     } finally {
-      this.unlock();
+      this.mutex.unlock();
     }
   }
 
   unhold(ino: number): void {
-    this.lock();
+    this.mutex.lock();
     try {
       const s = this.slotOf(ino);
       if (!s) return;
       this.I[s * SLOT4 + W_OPENS]!--;
       this.maybeDrop(s);
     } finally {
-      this.unlock();
+      this.mutex.unlock();
     }
   }
 
   addOpen(ino: number): void {
-    this.lock();
+    this.mutex.lock();
     try {
       const s = this.slotOf(ino);
       if (!s) throw new FuseError("ESTALE", `unknown node id ${ino}`);
       this.I[s * SLOT4 + W_OPENS]!++;
     } finally {
-      this.unlock();
+      this.mutex.unlock();
     }
   }
 
   addLookup(ino: number, n: number): void {
-    this.lock();
+    this.mutex.lock();
     try {
       const s = this.slotOf(ino);
       if (!s) throw new FuseError("ESTALE", `unknown node id ${ino}`);
       this.I[s * SLOT4 + W_NLOOKUP]! += n;
     } finally {
-      this.unlock();
+      this.mutex.unlock();
     }
   }
 
   forget(ino: number, n: number): void {
-    this.lock();
+    this.mutex.lock();
     try {
       const s = this.slotOf(ino);
       if (s <= 1) return;
@@ -421,24 +403,24 @@ export class SharedNodes implements NodeTable {
       this.I[b + W_NLOOKUP] = Math.max(0, this.I[b + W_NLOOKUP]! - n);
       this.maybeDrop(s);
     } finally {
-      this.unlock();
+      this.mutex.unlock();
     }
   }
 
   detach(parent: number, name: string): void {
-    this.lock();
+    this.mutex.lock();
     try {
       const p = this.slotOf(parent);
       const len = p ? this.tryEncode(name) : -1;
       const s = len >= 0 ? this.find(p, len) : 0;
       if (s) this.detachSlot(s);
     } finally {
-      this.unlock();
+      this.mutex.unlock();
     }
   }
 
   move(parent: number, name: string, newParent: number, newName: string): void {
-    this.lock();
+    this.mutex.lock();
     try {
       const p = this.slotOf(parent);
       const np = this.slotOf(newParent);
@@ -462,72 +444,72 @@ export class SharedNodes implements NodeTable {
         this.maybeDrop(p);
       }
     } finally {
-      this.unlock();
+      this.mutex.unlock();
     }
   }
 
   flags(ino: number): number {
-    this.lock();
+    this.mutex.lock();
     try {
       const s = this.slotOf(ino);
       return s ? this.I[s * SLOT4 + W_FLAGS]! : 0;
     } finally {
-      this.unlock();
+      this.mutex.unlock();
     }
   }
 
   setFlags(ino: number, mask: number, value: number): void {
-    this.lock();
+    this.mutex.lock();
     try {
       const s = this.slotOf(ino);
       if (s) this.I[s * SLOT4 + W_FLAGS] = (this.I[s * SLOT4 + W_FLAGS]! & ~mask) | (value & mask);
     } finally {
-      this.unlock();
+      this.mutex.unlock();
     }
   }
 
   openedSize(ino: number): number {
-    this.lock();
+    this.mutex.lock();
     try {
       const s = this.slotOf(ino);
       return s ? this.F[s * SLOT8 + F_OPENED]! : 0;
     } finally {
-      this.unlock();
+      this.mutex.unlock();
     }
   }
 
   setOpenedSize(ino: number, size: number): void {
-    this.lock();
+    this.mutex.lock();
     try {
       const s = this.slotOf(ino);
       if (s) this.F[s * SLOT8 + F_OPENED] = size;
     } finally {
-      this.unlock();
+      this.mutex.unlock();
     }
   }
 
   backedFd(ino: number): number {
-    this.lock();
+    this.mutex.lock();
     try {
       const s = this.slotOf(ino);
       return s ? this.I[s * SLOT4 + W_BFD]! : -1;
     } finally {
-      this.unlock();
+      this.mutex.unlock();
     }
   }
 
   setBackedFd(ino: number, fd: number, ifFd?: number): void {
-    this.lock();
+    this.mutex.lock();
     try {
       const s = this.slotOf(ino);
       if (s && (ifFd === undefined || this.I[s * SLOT4 + W_BFD] === ifFd)) this.I[s * SLOT4 + W_BFD] = fd;
     } finally {
-      this.unlock();
+      this.mutex.unlock();
     }
   }
 
   known(): KnownNode[] {
-    this.lock();
+    this.mutex.lock();
     try {
       const out: KnownNode[] = [];
       const high = this.m[M_HIGH]!;
@@ -540,7 +522,7 @@ export class SharedNodes implements NodeTable {
       }
       return out;
     } finally {
-      this.unlock();
+      this.mutex.unlock();
     }
   }
 
@@ -553,7 +535,7 @@ export class SharedNodes implements NodeTable {
       value = this.values.encode(rec.value);
       if (value.length > HANDLE_VALUE_MAX) throw new Error(`the handle's JSON is ${value.length} bytes; at most ${HANDLE_VALUE_MAX} fit`);
     }
-    this.lock();
+    this.mutex.lock();
     try {
       let h = this.m[M_HFREE]!;
       if (h !== 0) this.m[M_HFREE] = this.HI[h * HSLOT4 + H_USED]! >>> 1;
@@ -583,24 +565,24 @@ export class SharedNodes implements NodeTable {
       this.HF[h * HSLOT8 + HF_SERIAL] = ++this.mf[M_SERIAL]!;
       return h;
     } finally {
-      this.unlock();
+      this.mutex.unlock();
     }
   }
 
   /** Serial number of a live fh (0: released): a thread's cached view is current only if it matches. */
   serial(fh: number): number {
     if (!(fh >= 1 && fh < Atomics.load(this.m, M_HHIGH))) return 0;
-    this.lock();
+    this.mutex.lock();
     try {
       return this.HI[fh * HSLOT4 + H_USED] === 1 ? this.HF[fh * HSLOT8 + HF_SERIAL]! : 0;
     } finally {
-      this.unlock();
+      this.mutex.unlock();
     }
   }
 
   handle(fh: number): (HandleRecord & { serial: number }) | null {
     if (!(fh >= 1 && fh < Atomics.load(this.m, M_HHIGH))) return null;
-    this.lock();
+    this.mutex.lock();
     try {
       const b = fh * HSLOT4;
       if (this.HI[b + H_USED] !== 1) return null;
@@ -618,13 +600,13 @@ export class SharedNodes implements NodeTable {
         serial: this.HF[fh * HSLOT8 + HF_SERIAL]!,
       };
     } finally {
-      this.unlock();
+      this.mutex.unlock();
     }
   }
 
   freeHandle(fh: number): void {
     if (!(fh >= 1 && fh < Atomics.load(this.m, M_HHIGH))) return;
-    this.lock();
+    this.mutex.lock();
     try {
       const b = fh * HSLOT4;
       if (this.HI[b + H_USED] !== 1) return;
@@ -633,7 +615,7 @@ export class SharedNodes implements NodeTable {
       this.m[M_HFREE] = fh;
       this.m[M_HCOUNT]!--;
     } finally {
-      this.unlock();
+      this.mutex.unlock();
     }
   }
 

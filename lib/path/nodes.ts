@@ -11,7 +11,7 @@
 // one call), so a step that must not be split — find-or-create plus a hold, detach plus move —
 // is one method.
 
-import { FuseError } from "../fs/errors.ts";
+import { FuseError } from "../protocol/errors.ts";
 
 export const ROOT = 1;
 

@@ -12,11 +12,10 @@
 // - directory streams with stable offsets (the listing is taken once per opendir);
 // - path → node id resolution for cache invalidation (`invalidate`).
 
-import { Errno, errnoOf, FuseError } from "../fs/errors.ts";
-import type {
-  Attr, AttrReply, CreateReply, DirFiller, Entry, InitInfo, InodeFS, IoctlReply, OpenReply, RequestContext, SetattrChanges, Statfs,
-} from "../fs/types.ts";
-import { S_IFDIR, S_IFLNK, S_IFMT, S_IFREG } from "../fs/types.ts";
+import { Errno, errnoOf, FuseError } from "../protocol/errors.ts";
+import type { Attr, AttrReply, CreateReply, Entry, IoctlReply, OpenReply, SetattrChanges, Statfs } from "../protocol/structs.ts";
+import type { DirFiller, InitInfo, InodeFS, RequestContext } from "../session/filesystem.ts";
+import { S_IFDIR, S_IFLNK, S_IFMT, S_IFREG } from "../protocol/structs.ts";
 import { nowTimespec } from "../fs/attr.ts";
 import { decodeName } from "../protocol/names.ts";
 import { readSync, writeSync } from "node:fs";
@@ -26,7 +25,7 @@ import { isBacked, isOpened, type Backed, type Content, type DirEntryLike, type 
 import { toPositional, type DefinedFs } from "./args.ts";
 import { DYNAMIC, joinPath, LocalNodes, ROOT, SIZE_AT_OPEN, type HandleRecord, type NodeTable } from "./nodes.ts";
 import { createPathTable, isPathTableShare, SharedNodes, type PathTableShare } from "./nodes-shared.ts";
-import type { CopiesPlan } from "../fs/types.ts";
+import type { CopiesPlan } from "../session/filesystem.ts";
 
 export const PATHFS: unique symbol = Symbol.for("fuse-uring.pathfs");
 /** Set by tree() on its PathFS (tree.ts's TREE_FS): its writeFile is a tree's, see copies(). */

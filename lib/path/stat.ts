@@ -1,9 +1,9 @@
 // Turning the plain objects path handlers return into complete kernel attributes.
 
-import { FuseError } from "../fs/errors.ts";
+import { FuseError } from "../protocol/errors.ts";
 import { nameByteLength } from "../protocol/names.ts";
-import type { Attr } from "../fs/types.ts";
-import { S_IFBLK, S_IFCHR, S_IFDIR, S_IFIFO, S_IFLNK, S_IFMT, S_IFREG, S_IFSOCK } from "../fs/types.ts";
+import type { Attr } from "../protocol/structs.ts";
+import { S_IFBLK, S_IFCHR, S_IFDIR, S_IFIFO, S_IFLNK, S_IFMT, S_IFREG, S_IFSOCK } from "../protocol/structs.ts";
 import type { Content, FileType, StatLike, TimeLike } from "./types.ts";
 
 const processUid = typeof process.getuid === "function" ? process.getuid() : 0;

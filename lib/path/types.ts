@@ -8,9 +8,9 @@
 // The last argument of every handler is the request context: { uid, gid, pid, signal }, where
 // `signal` aborts when the caller gives up (FUSE_INTERRUPT, e.g. Ctrl-C on a blocked `cat`).
 
-import type { InitInfo, RequestContext } from "../fs/types.ts";
+import type { InitInfo, RequestContext } from "../session/filesystem.ts";
 
-export type { RequestContext } from "../fs/types.ts";
+export type { RequestContext } from "../session/filesystem.ts";
 
 /** A time stamp: a Date, milliseconds since the epoch, or [seconds, nanoseconds]. */
 export type TimeLike = Date | number | readonly [number, number];

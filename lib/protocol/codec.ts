@@ -3,7 +3,7 @@
 // replies are built in place in the transport's native reply buffer with no intermediate
 // objects. Offsets: the UAPI header (docs/KERNEL.md §2). Tests: test/codec.test.ts.
 
-import type { Attr, Entry, OpenReply, Statfs } from "../fs/types.ts";
+import type { Attr, Entry, OpenReply, Statfs } from "./structs.ts";
 import { FOPEN, FATTR } from "./constants.ts";
 
 export const ATTR_SIZE = 88;

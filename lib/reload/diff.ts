@@ -2,8 +2,8 @@
 // the kernel holds: it can only have cached names, attributes and pages of what it looked up, so
 // comparing the old and the new version on those paths finds everything that must be invalidated.
 
-import { FuseError } from "../fs/errors.ts";
-import type { RequestContext } from "../fs/types.ts";
+import { FuseError } from "../protocol/errors.ts";
+import type { RequestContext } from "../session/filesystem.ts";
 import type { PathFS } from "../path/pathfs.ts";
 import { contentBytes, toAttr, typeOf, type StatDefaults } from "../path/stat.ts";
 import type { PathHandlers } from "../path/types.ts";

@@ -11,7 +11,7 @@
 //   old instance (`m.reload((old) => …)`, or `export function reload(old)` in a script);
 //   without one the reload is refused and the old version keeps serving.
 
-import type { InodeFS } from "../fs/types.ts";
+import type { InodeFS } from "../session/filesystem.ts";
 import { servesAsCopy } from "../threads/plan.ts";
 import { attachMount, toInodeFS, type Filesystem } from "../path/convert.ts";
 import { isPathFS, type Notifier, type PathFS } from "../path/pathfs.ts";
@@ -48,7 +48,7 @@ export interface ReloadReport {
 export interface Reloadable extends Notifier {
   readonly session: {
     readonly fs: InodeFS;
-    readonly initInfo: import("../fs/types.ts").InitInfo | null;
+    readonly initInfo: import("../session/filesystem.ts").InitInfo | null;
     replaceFilesystem(fs: InodeFS): number;
     prepareWorkerReload?(): Promise<(() => Promise<number>) | null>;
   };

@@ -10,7 +10,7 @@
 
 import { dlopen, FFIType, read } from "bun:ffi";
 import { readSync, writeSync } from "node:fs";
-import { FuseError } from "../fs/errors.ts";
+import { FuseError } from "../protocol/errors.ts";
 
 const { i32, i64, u64, u32, ptr, i64_fast } = FFIType;
 

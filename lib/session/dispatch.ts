@@ -2,8 +2,9 @@
 // the payload), calls the filesystem, and encodes the answer into the same slot.
 // Handlers may answer synchronously (no allocation here) or with a Promise.
 
-import { Errno, FuseError } from "../fs/errors.ts";
-import type { Attr, AttrReply, CreateReply, DirFiller, Entry, FileLock, InodeFS, IoctlReply, OpenReply, SetattrChanges, Statfs } from "../fs/types.ts";
+import { Errno, FuseError } from "../protocol/errors.ts";
+import type { Attr, AttrReply, CreateReply, Entry, FileLock, IoctlReply, OpenReply, SetattrChanges, Statfs } from "../protocol/structs.ts";
+import type { DirFiller, InodeFS } from "./filesystem.ts";
 import {
   decodeSetattrIn, direntplusSize, direntSize, encodeAttrOut, encodeDirentHeader, encodeEntryOut,
   encodeOpenOut, encodeStatfsOut, encodeWriteOut, ENTRY_OUT_SIZE, getI64, getU64, OPEN_OUT_SIZE, setU64,

@@ -8,8 +8,8 @@
 // the kernel's own request uniques are even and counted up from 2, so the two never meet (a
 // ring finds the entry to commit by unique).
 
-import { FuseError } from "../fs/errors.ts";
-import type { Notifications } from "../fs/types.ts";
+import { FuseError } from "../protocol/errors.ts";
+import type { Notifications } from "./filesystem.ts";
 import {
   decodeNotifyRetrieveIn, encodeNotifyDelete, encodeNotifyInvalEntry, encodeNotifyPoll, encodeNotifyRetrieve, encodeNotifyStore,
   NOTIFY_RETRIEVE_IN_SIZE,

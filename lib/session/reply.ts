@@ -6,7 +6,7 @@
 // loudly and counted as a protocol error) — never a second reply and never a silent drop.
 
 import { FailStopError } from "../shared/fail-stop.ts";
-import { errnoOf, Errno, FuseError } from "../fs/errors.ts";
+import { errnoOf, Errno, FuseError } from "../protocol/errors.ts";
 import { encodeOutHeader } from "../protocol/codec.ts";
 import { OUT_HEADER_SIZE } from "../protocol/constants.ts";
 import {

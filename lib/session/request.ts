@@ -19,8 +19,8 @@
 // answering whatever request the slot carries by then.
 
 import { read as fsRead, write as fsWrite } from "node:fs";
-import { FuseError, errnoOf, Errno } from "../fs/errors.ts";
-import type { RequestContext } from "../fs/types.ts";
+import { FuseError, errnoOf, Errno } from "../protocol/errors.ts";
+import type { RequestContext } from "./filesystem.ts";
 import type { Slot } from "../transport/types.ts";
 
 /** The slot carries no request (before the first one, and after each answer). */

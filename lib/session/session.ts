@@ -5,10 +5,10 @@
 
 import { JSCallback } from "bun:ffi";
 import { existsSync, readFileSync, write as fsWrite, writeFileSync } from "node:fs";
-import { errnoName, errnoOf, Errno, FuseError } from "../fs/errors.ts";
+import { errnoName, errnoOf, Errno, FuseError } from "../protocol/errors.ts";
 import { onFailStop } from "../shared/fail-stop.ts";
 import { knobs } from "../knobs.ts";
-import type { InitInfo, InodeFS } from "../fs/types.ts";
+import type { InitInfo, InodeFS } from "./filesystem.ts";
 import { native } from "../native.ts";
 import { decodeInitIn, encodeInitOut, getU64, INIT_OUT_SIZE } from "../protocol/codec.ts";
 import {

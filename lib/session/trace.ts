@@ -12,7 +12,7 @@
 // line is formatted at reply time, while the slot still holds the answer: once handed back, a
 // classic slot may be refilled by the reader thread.
 
-import { errnoName } from "../fs/errors.ts";
+import { errnoName } from "../protocol/errors.ts";
 import { getU64 } from "../protocol/codec.ts";
 import { FATTR, HDR_OP_IN, Op, opName } from "../protocol/constants.ts";
 import type { Slot, Source } from "../transport/types.ts";

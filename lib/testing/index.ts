@@ -14,8 +14,8 @@
 // `fs.forget`, INTERRUPT aborts `ctx.signal` of the request it names, INIT calls `fs.init` with
 // a synthetic InitInfo (`t.init()`).
 
-import { Errno } from "../fs/errors.ts";
-import type { InitInfo, InodeFS } from "../fs/types.ts";
+import { Errno } from "../protocol/errors.ts";
+import type { InitInfo, InodeFS } from "../session/filesystem.ts";
 import { toInodeFS, type Filesystem } from "../path/convert.ts";
 import { encodeOutHeader } from "../protocol/codec.ts";
 import { HDR_OP_IN, HDR_PAYLOAD_SZ, initFlagNames, Op, OUT_HEADER_SIZE, RING_HEADER_SIZE } from "../protocol/constants.ts";

@@ -2,7 +2,7 @@
 // <linux/fuse.h>, laid out as the io_uring transport presents them: in_header @0, op_in @128 of
 // the 288-byte header, names and data in the payload) and decoders for the `*_out` replies.
 
-import type { Attr } from "../fs/types.ts";
+import type { Attr } from "../protocol/structs.ts";
 import { getI64, getU64, setU64 } from "../protocol/codec.ts";
 import { Op } from "../protocol/constants.ts";
 import { bytesToName, nameToBytes } from "../protocol/names.ts";

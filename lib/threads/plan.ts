@@ -20,7 +20,7 @@
 // mask is served by the worker whose block comes before it (worker 0 for CPUs below the first
 // allowed one), at the price of a cross-CPU wake-up for its callers.
 
-import type { CopiesPlan, InodeFS, ThreadSupport } from "../fs/types.ts";
+import type { CopiesPlan, InodeFS, ThreadSupport } from "../session/filesystem.ts";
 import { allowedCpus } from "../transport/affinity.ts";
 
 /** How a worker loads an instance of the filesystem (plain data: it crosses postMessage). */

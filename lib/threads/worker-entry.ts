@@ -10,7 +10,7 @@
 
 import { setShimPath } from "../native.ts";
 import { onFailStop } from "../shared/fail-stop.ts";
-import type { InodeFS } from "../fs/types.ts";
+import type { InodeFS } from "../session/filesystem.ts";
 import { Session, type SessionOptions } from "../session/session.ts";
 import type { SessionStats } from "../session/stats.ts";
 import { ForwardEngine } from "./forward-worker.ts";

@@ -4,7 +4,8 @@
 import { describe, expect } from "bun:test";
 import { mount, memfs, FuseError, S_IFDIR, S_IFREG, defineFs, paths, type LegacyPathHandlers, type StatLike } from "../../lib/index.ts";
 import { deprecation } from "../../lib/advanced.ts";
-import type { Attr, DirFiller, InodeFS, RequestContext } from "../../lib/fs/types.ts";
+import type { Attr } from "../../lib/protocol/structs.ts";
+import type { DirFiller, InodeFS, RequestContext } from "../../lib/session/filesystem.ts";
 import { TRANSPORTS, cleanupAfterEach, fmt, fsop, fsopOk, fuseTest, isMounted, makeMountpoint, noteConnection, run, shOk, sleep, transportHooks } from "../helpers/index.ts";
 
 /** A read-only filesystem with one file, /hello, plus a file whose read answers ENOSPC. */

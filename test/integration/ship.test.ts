@@ -204,7 +204,7 @@ describe("standalone binary (dist/fuse-uring)", () => {
 
   // The default `--workers auto` runs the built-in filesystems as a copy per CPU. In the binary
   // their copy modules are not files: each worker imports them from its own bundle
-  // (lib/fs/builtin-copies.ts). Proven by the binary's own `stats`: every worker served requests,
+  // (lib/embedded-copies.ts). Proven by the binary's own `stats`: every worker served requests,
   // none forwarded; data and metadata made through one CPU are seen through the other.
   describe("--memfs and --passthrough with the default workers: a copy per CPU", () => {
     transportHooks("uring");

@@ -4,7 +4,7 @@
 // thread's instance shares through SharedArrayBuffers. Descriptors are process-wide, so the
 // copy uses the root and node descriptors the other threads opened.
 
-import type { ScriptContext } from "../../script.ts";
+import type { ScriptContext } from "../../session/filesystem.ts";
 import type { InodeFS } from "../types.ts";
 import { PassthroughFS } from "../passthrough.ts";
 import type { PassthroughShare } from "./shared.ts";
