@@ -25,7 +25,8 @@ const HELP = `Usage: bun bench/run.ts [options]      (npm run bench [-- options]
   --runtime S          seconds per fio run (default 5, quick 1.5)
   --warmup S           an unmeasured run of the same fio job this long before each measured one,
                        for every configuration (default 1, quick 0.5; 0 = none): measure the
-                       steady state, not a fresh daemon's JIT compilation
+                       steady state, not a fresh daemon's JIT compilation. The metadata
+                       workloads get an unmeasured run of the same files (readdir phase ≤ S)
   --size SIZE          fio file size per job, e.g. 256M (default 256M, quick 64M)
   --files N            files for the metadata workload (default 20000, quick 2000)
   --queue-depth N      passed to the CLI (io_uring entries per queue; default 8)
@@ -504,7 +505,7 @@ async function main(): Promise<number> {
       reps: o.reps,
       startedAt,
       command: `bun bench/run.ts ${process.argv.slice(2).join(" ")}`.trim(),
-      params: { ...o.params, queueDepth: o.queueDepth, maxWrite: o.maxWrite, dataFiles: MAX_JOBS, daemonNofile: o.nofile ? effectiveNofile : "inherited" },
+      params: { ...o.params, metaWarmup: o.params.warmupS > 0, queueDepth: o.queueDepth, maxWrite: o.maxWrite, dataFiles: MAX_JOBS, daemonNofile: o.nofile ? effectiveNofile : "inherited" },
       host,
       codeSnapshot: "the daemons run from a copy of bin/, lib/ and zig-out/lib taken when the run started (host.codeHash), so edits to the checkout during the run do not mix code versions",
       daemonLifecycle: "one daemon per configuration and round, mounted at the start of the round and kept for all its workloads; all configurations of a round are mounted at once and the workloads interleave them (A B C per workload)",
@@ -592,7 +593,8 @@ async function main(): Promise<number> {
       const same = [...measured].filter(([key]) => key.endsWith(`|${w.id}`)).map(([, v]) => v);
       if (same.length) return same.reduce((a, b) => a + b) / same.length;
       if (w.kind === "fio") return o.params.runtimeS + (o.params.warmupS > 0 ? o.params.warmupS + 0.6 : 0) + 0.6;
-      return c.kind === "raw" ? o.params.readdirMinS + 0.5 : o.params.metaFiles * 2e-4 + o.params.readdirMinS + 0.5;
+      const meta = c.kind === "raw" ? o.params.readdirMinS + 0.5 : o.params.metaFiles * 2e-4 + o.params.readdirMinS + 0.5;
+      return o.params.warmupS > 0 ? 2 * meta : meta;
     };
     let roundOverhead = 3 + active.length * 0.5;
     const totalSteps = o.reps * workloads.reduce((n, w) => n + active.filter((c) => runsOn(c, w.id)).length, 0);
@@ -679,9 +681,14 @@ async function main(): Promise<number> {
             // Unmeasured warm-up of the same job (every configuration, libfuse included): the
             // measured run then sees the steady state, not a fresh daemon's JIT compilation and
             // first touches of memory, which cost the first seconds 10–20 % more CPU per request.
+            // The metadata workloads get one too (the same files, the readdir phase cut to the
+            // warm-up time): without it a fresh daemon compiles its create/lookup/unlink path
+            // inside the measured window (the JIT threads took ~40 % of the daemon's CPU over the
+            // first 3,000-file create+stat+unlink, on both workers).
             const t = performance.now();
-            if (w.kind === "fio" && o.params.warmupS > 0) {
-              await runWorkload(w, l.dir, { ...o.params, runtimeS: o.params.warmupS }, `${context} (warm-up)`, REPO);
+            if (o.params.warmupS > 0) {
+              const warm = w.kind === "fio" ? { ...o.params, runtimeS: o.params.warmupS } : { ...o.params, readdirMinS: Math.min(o.params.readdirMinS, o.params.warmupS) };
+              await runWorkload(w, l.dir, warm, `${context} (warm-up)`, REPO);
               // The counters of the measured run start after it (the CLI rewrites the file every second).
               if (d && !d.isLibfuse && l.snap) l.snap = await d.freshStats(Date.now());
             }

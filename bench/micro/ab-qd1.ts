@@ -5,6 +5,9 @@
 //
 //   bun bench/micro/ab-qd1.ts memfs|passthrough JOBS ROUNDS CHECKOUT_A CHECKOUT_B …
 //
+// AB_ARGS: extra daemon arguments, space-separated (e.g. "--entry-ttl 86400 --attr-ttl 86400
+// --negative-ttl 86400", bench/run.ts's -ttl configurations).
+//
 // Each checkout needs its own `bash scripts/setup.sh` (node_modules and the shim). Root.
 import { spawn, spawnSync } from "bun";
 import { mkdtempSync, readFileSync } from "node:fs";
@@ -19,6 +22,7 @@ if (rw !== "randread" && rw !== "randwrite" && rw !== "csu") {
   console.error("AB_RW: randread, randwrite or csu");
   process.exit(2);
 }
+const extraArgs = (process.env.AB_ARGS ?? "").split(" ").filter((a) => a !== "");
 const ticksOf = (pid: number) => {
   const s = readFileSync(`/proc/${pid}/stat`, "utf8");
   const f = s.slice(s.lastIndexOf(")") + 2).split(" ");
@@ -31,7 +35,7 @@ for (let r = 0; r < Number(rounds); r++) {
     const src = mkdtempSync("/tmp/ab-src-");
     spawnSync(["mount", "-t", "tmpfs", "-o", "size=300M", "tmpfs", src]);
     const args = fsKind === "memfs" ? ["--memfs"] : ["--passthrough", src];
-    const d = spawn([`${tree}/node_modules/.bin/bun`, `${tree}/bin/fuse-uring.ts`, "mount", ...args, mnt, "--transport", "uring"], { stderr: "pipe", stdout: "ignore" });
+    const d = spawn([`${tree}/node_modules/.bin/bun`, `${tree}/bin/fuse-uring.ts`, "mount", ...args, mnt, "--transport", "uring", ...extraArgs], { stderr: "pipe", stdout: "ignore" });
     const rd = d.stderr.getReader();
     let err = "";
     while (!err.includes("mounted")) {
