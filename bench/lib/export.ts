@@ -124,7 +124,7 @@ function parse(argv: string[]): ExportOptions {
       case "--deep": o.deep = true; break;
       case "--depths": o.depths = val().split(",").map((x) => Number(x)).filter((x) => Number.isInteger(x) && x > 0); break;
       case "--no-cache": o.cache = false; break;
-      case "--warmup": o.warmupS = Number(val()); break;
+      case "--warmup": o.warmupS = Math.max(0, Math.round(Number(val()) || 0)); break; // fio: whole seconds
       case "--shapes": o.shapes = val().split(",").map((x) => {
         const m = /^(\d+)x(\d+)$/.exec(x.trim());
         if (!m) throw new BenchError(`--shapes: ${x} is not QDxJOBS`);
