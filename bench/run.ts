@@ -29,7 +29,7 @@ const HELP = `Usage: bun bench/run.ts [options]      (npm run bench [-- options]
                        workloads get an unmeasured run of the same files (readdir phase ≤ S)
   --size SIZE          fio file size per job, e.g. 256M (default 256M, quick 64M)
   --files N            files for the metadata workload (default 20000, quick 2000)
-  --queue-depth N      passed to the CLI (io_uring entries per queue; default 8)
+  --queue-depth N      passed to the CLI (io_uring entries per queue; default: the CLI's own)
   --max-write BYTES    passed to the CLI (default 1048576)
   --configs a,b,…      only these configurations (raw, memfs-classic, memfs-uring and pt-uring
                        (the default: a copy per CPU), pt-classic, memfs-uring-1t and
@@ -77,7 +77,7 @@ function parseOptions(argv: string[]): Options {
     quick,
     reps: quick ? 2 : 3,
     params: { runtimeS: quick ? 1.5 : 5, warmupS: quick ? 0.5 : 1, size: quick ? "64M" : "256M", metaFiles: quick ? 2000 : 20000, readdirMinS: quick ? 0.25 : 1, aioEngine: "libaio" },
-    queueDepth: 8,
+    queueDepth: 0, // 0: not passed, the CLI's default (ringSizing)
     maxWrite: 1 << 20,
     configs: null,
     workloads: null,

@@ -35,8 +35,8 @@ Options:
                                   offers it and the ring can be set up, else classic,
                                   with the reason printed)
   --queue-depth N                 io_uring entries per queue (queues = possible CPUs;
-                                  default 8, fewer on hosts where queues × 8 × 1 MiB would
-                                  pin more than 64 MiB)
+                                  default: as many as fit queues × depth × 1 MiB in 64 MiB
+                                  pinned, at most 32 — 31 on 2 CPUs, 15 on 4, 7 on 8)
   --max-write BYTES               largest READ/WRITE request, 4096..1048576 (default 1 MiB,
                                   less on hosts with very many CPUs: pinned memory ≤ 64 MiB)
   --workers N|auto                serve the io_uring queues from N threads: memfs, the

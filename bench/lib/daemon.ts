@@ -73,8 +73,9 @@ export class Daemon {
         ...prlimit,
         bun, "bin/fuse-uring.ts", "mount", ...spec.fsArgs, spec.mountpoint,
         "--transport", spec.transport,
-        "--queue-depth", String(spec.queueDepth),
-        "--max-write", String(spec.maxWrite),
+        // 0: the CLI's own default (ring sizing)
+        ...(spec.queueDepth ? ["--queue-depth", String(spec.queueDepth)] : []),
+        ...(spec.maxWrite ? ["--max-write", String(spec.maxWrite)] : []),
         "--stats-file", spec.statsFile,
         ...(spec.extraArgs ?? []),
         ...(spec.scriptArgs?.length ? ["--", ...spec.scriptArgs] : []),

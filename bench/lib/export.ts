@@ -31,7 +31,13 @@ export const EXPORT_HELP = `Usage: bun bench/run.ts --workload export [options]
   --libfuse PATH       passthrough_hp (also FUSE_URING_LIBFUSE); without it libfuse is skipped
   --pt-args "A B"      extra CLI arguments for every fuse-uring configuration
   --deep               also fuse-uring with --queue-depth 64 --max-write 131072 (more ring
-                       entries per queue: 64 requests in flight from one CPU instead of 8)
+                       entries per queue: 64 requests in flight from one CPU)
+  --depths LIST        also fuse-uring at each of these queue depths (e.g. 8,16,32,64; the
+                       CLI's default max_write), to choose the default depth
+  --warmup S           unmeasured fio run (1×1, S seconds) on every mount after it comes up
+                       (default 1; 0 = none): the steady state, not a fresh daemon's start
+  --shapes LIST        QD×jobs to run (default 1x1,64x1,1x4,64x4)
+  --no-cache           leave out the --backing-cache configuration
   --out DIR            results directory (default bench/results/<timestamp>-export)
 `;
 
@@ -43,6 +49,10 @@ interface ExportOptions {
   libfuse: string | null;
   ptArgs: string[];
   deep: boolean;
+  depths: number[];
+  shapes: Array<{ qd: number; jobs: number }>;
+  cache: boolean;
+  warmupS: number;
   out: string | null;
   quick: boolean;
 }
@@ -86,11 +96,13 @@ interface ExportSample {
   directFallbacks: number | null;
   nativeAsync: number | null;
   nativeSync: number | null;
+  /** the daemon's peak resident set (VmHWM of its main process) after the run, KiB */
+  peakRssKiB: number | null;
 }
 
 function parse(argv: string[]): ExportOptions {
   const o: ExportOptions = {
-    reps: 3, runtimeS: 10, size: "1G", dir: "/var/tmp", libfuse: process.env.FUSE_URING_LIBFUSE || null, ptArgs: [], deep: false, out: null, quick: false,
+    reps: 3, runtimeS: 10, size: "1G", dir: "/var/tmp", libfuse: process.env.FUSE_URING_LIBFUSE || null, ptArgs: [], deep: false, depths: [], shapes: SHAPES, cache: true, warmupS: 1, out: null, quick: false,
   };
   let reps: number | null = null, runtime: number | null = null, size: string | null = null;
   for (let i = 0; i < argv.length; i++) {
@@ -110,6 +122,14 @@ function parse(argv: string[]): ExportOptions {
       case "--libfuse": o.libfuse = val(); break;
       case "--pt-args": o.ptArgs = val().split(/\s+/).filter(Boolean); break;
       case "--deep": o.deep = true; break;
+      case "--depths": o.depths = val().split(",").map((x) => Number(x)).filter((x) => Number.isInteger(x) && x > 0); break;
+      case "--no-cache": o.cache = false; break;
+      case "--warmup": o.warmupS = Math.max(0, Math.round(Number(val()) || 0)); break; // fio: whole seconds
+      case "--shapes": o.shapes = val().split(",").map((x) => {
+        const m = /^(\d+)x(\d+)$/.exec(x.trim());
+        if (!m) throw new BenchError(`--shapes: ${x} is not QDxJOBS`);
+        return { qd: Number(m[1]), jobs: Number(m[2]) };
+      }); break;
       case "--out": o.out = val(); break;
       case "--help": case "-h": process.stdout.write(EXPORT_HELP); process.exit(0);
       default: throw new BenchError(`unknown option ${a}\n\n${EXPORT_HELP}`);
@@ -127,7 +147,9 @@ function configs(o: ExportOptions): ExportConfig[] {
     { id: "pt", label: "fuse-uring passthrough (O_DIRECT honoured)", kind: "pt", args: [...o.ptArgs], colour: "#d94801" },
   ];
   if (o.deep) c.push({ id: "pt-deep", label: "fuse-uring passthrough, queue depth 64", kind: "pt", args: ["--queue-depth", "64", "--max-write", "131072", ...o.ptArgs], colour: "#a63603" });
-  c.push({ id: "pt-cache", label: "fuse-uring passthrough --backing-cache", kind: "pt", args: ["--backing-cache", ...o.ptArgs], colour: "#fdae6b" });
+  const shades = ["#fee6ce", "#fdd0a2", "#fd8d3c", "#e6550d", "#7f2704"];
+  o.depths.forEach((d, i) => c.push({ id: `pt-d${d}`, label: `fuse-uring passthrough, queue depth ${d}`, kind: "pt", args: ["--queue-depth", String(d), ...o.ptArgs], colour: shades[i % shades.length]! }));
+  if (o.cache) c.push({ id: "pt-cache", label: "fuse-uring passthrough --backing-cache", kind: "pt", args: ["--backing-cache", ...o.ptArgs], colour: "#fdae6b" });
   if (o.libfuse) c.push({ id: "libfuse", label: "libfuse passthrough_hp -o io_uring --nopassthrough", kind: "libfuse", args: ["--nopassthrough", "-o", "io_uring"], colour: "#6a51a3" });
   return c;
 }
@@ -257,7 +279,7 @@ export async function runExport(argv: string[], repo: string, bun: string, outRo
         mkdirSync(dir, { recursive: true });
         const stats = join(work, `${c.id}.r${round}.stats.json`);
         const d = new Daemon({
-          id: c.id, fsArgs: ["--passthrough", src], transport: "uring", mountpoint: dir, statsFile: stats, queueDepth: 8, maxWrite: 1 << 20,
+          id: c.id, fsArgs: ["--passthrough", src], transport: "uring", mountpoint: dir, statsFile: stats, queueDepth: 0, maxWrite: 0, // the CLI's defaults unless args say otherwise
           extraArgs: c.args,
           libfuse: c.kind === "libfuse" ? { binary: o.libfuse!, args: c.args, source: src, env: libfuseEnv } : undefined,
         }, repo, bun);
@@ -265,7 +287,17 @@ export async function runExport(argv: string[], repo: string, bun: string, outRo
         mnts.set(c.id, { dir, d, stats });
       }
       for (const m of mnts.values()) if (m.d) await m.d.waitReady(30_000);
-      for (const s of SHAPES) {
+      // The first fio run on a fresh mount paid the daemon's start (threads, JIT, first
+      // OPEN): in round 1 it cost fuse-uring 1×1 a third of its IOPS. Unmeasured, like the
+      // main bench's --warmup; the image is dropped from the page cache before every run anyway.
+      if (o.warmupS > 0) {
+        for (const [id, m] of mnts) {
+          if (!m.d) continue;
+          const w = await run(fioArgs(join(m.dir, "img"), 1, 1, o.warmupS, o.size), { timeoutMs: (o.warmupS + 120) * 1000 });
+          if (w.code !== 0) throw new BenchError(`${id} warm-up round ${round}: fio failed: ${w.stderr.trim().slice(-500)}`);
+        }
+      }
+      for (const s of o.shapes) {
         for (const c of cfgs) {
           const m = mnts.get(c.id)!;
           const file = join(m.dir, "img");
@@ -292,12 +324,14 @@ export async function runExport(argv: string[], repo: string, bun: string, outRo
             directFallbacks: st0 && st1 ? num(st1, "directFallbacks") - num(st0, "directFallbacks") : null,
             nativeAsync: st0 && st1 ? num(st1, "nativeAsync") - num(st0, "nativeAsync") : null,
             nativeSync: st0 && st1 ? num(st1, "nativeSync") - num(st0, "nativeSync") : null,
+            peakRssKiB: m.d?.peakRssKiB() ?? null,
           };
           samples.push(sample);
           log(`round ${round} ${shapeId(s).padEnd(5)} ${c.id.padEnd(8)} image cached before ${before.cached}/${before.pages} pages, after ${after.cached}; ` +
             `${Math.round(sample.iops)} IOPS, p99 r/w ${f.p99ReadUs.toFixed(0)}/${f.p99WriteUs.toFixed(0)} µs` +
             (sample.requestsPerIo !== null ? `, ${sample.requestsPerIo.toFixed(3)} req/IO` : "") +
             (sample.cpuUsPerRequest !== null ? `, ${sample.cpuUsPerRequest.toFixed(1)} µs CPU/${requests !== null ? "req" : "IO"}` : "") +
+            (sample.peakRssKiB !== null ? `, peak RSS ${(sample.peakRssKiB / 1024).toFixed(0)} MiB` : "") +
             ` (${fmtDuration((Date.now() - t0) / 1000)})`);
         }
       }
@@ -318,7 +352,7 @@ export async function runExport(argv: string[], repo: string, bun: string, outRo
       options: o, host: { ...host, loadEnd: readText("/proc/loadavg") },
       method: "one image on the disk shared by every configuration (all mounted at once over its directory); before each fio run the image is fdatasync'ed and dropped from the page cache (POSIX_FADV_DONTNEED of that file), and its residency (mincore) recorded before and after",
     },
-    configs: cfgs, shapes: SHAPES.map(shapeId), samples, notes, error: error ? String(error.message ?? error) : null,
+    configs: cfgs, shapes: o.shapes.map(shapeId), samples, notes, error: error ? String(error.message ?? error) : null,
   };
   const md = exportMarkdown(results);
   mkdirSync(outDir, { recursive: true });
@@ -380,6 +414,11 @@ export function exportMarkdown(r: ExportResults): string {
   for (const s of r.shapes) {
     lines.push(`| ${s.replace("x", "×")} | ${r.configs.map((c) => c.kind === "raw" ? "–" : `${fmt(med(r, c.id, s, (x) => x.requestsPerIo), 3)} req/IO, ${fmt(med(r, c.id, s, (x) => x.cpuUsPerRequest), 1)} µs`).join(" | ")} |`);
   }
+  lines.push("", "## Daemon peak RSS (VmHWM, MiB, max over rounds)", "", head, sep);
+  for (const s of r.shapes) lines.push(`| ${s.replace("x", "×")} | ${r.configs.map((c) => {
+    const xs = r.samples.filter((x) => x.config === c.id && x.shape === s && x.peakRssKiB !== null && x.peakRssKiB !== undefined);
+    return xs.length ? (Math.max(...xs.map((x) => x.peakRssKiB!)) / 1024).toFixed(0) : "–";
+  }).join(" | ")} |`);
   lines.push("", "## Image in the host page cache: pages before → after each run (max over rounds; of the image's pages)", "", head, sep);
   for (const s of r.shapes) {
     lines.push(`| ${s.replace("x", "×")} | ${r.configs.map((c) => {

@@ -217,7 +217,7 @@ export function markdown(r: Results): string {
   out.push(
     `Machine: ${h.cpus} CPUs, ${h.memGiB} GiB, Linux ${h.kernel}; ${h.fio}, bun ${h.bun}; code: git ${h.git}, snapshot ${h.codeHash}${h.env && Object.keys(h.env as object).length ? `, env ${Object.entries(h.env as object).map(([k, v]) => `${k}=${v}`).join(" ")}` : ""}; load average at start ${h.loadStart}, at end ${h.loadEnd ?? "?"}. ` +
       `Parameters: fio \`--size=${p.size}\` per job file, \`--runtime=${p.runtimeS}\` (time based) after an unmeasured ${p.warmupS ?? 0} s run of the same job, queue-depth workloads with \`--ioengine=${p.aioEngine}\`; metadata ${p.metaFiles} files (readdir of ${Math.min(10000, Number(p.metaFiles) - Math.floor(Number(p.metaFiles) / 4))} entries)${p.metaWarmup ? ", after an unmeasured run of the same files" : ""}; ` +
-      `daemon \`--queue-depth ${p.queueDepth} --max-write ${p.maxWrite}\`, RLIMIT_NOFILE ${p.daemonNofile}. ` +
+      `daemon \`${p.queueDepth ? `--queue-depth ${p.queueDepth}` : "(default queue depth)"} --max-write ${p.maxWrite}\`, RLIMIT_NOFILE ${p.daemonNofile}. ` +
       (h.libfuse ? `libfuse: \`${(h.libfuse as { path: string }).path}\` (sha256 ${(h.libfuse as { sha256: string }).sha256.slice(0, 16)}…). ` : "") +
       `Command: \`${r.meta.command}\`.`,
   );

@@ -86,8 +86,12 @@ export const WORKLOADS: Workload[] = [
   {
     id: "randwrite-4k-qd1", label: "rand write 4K QD1 ×2", kind: "fio", jobs: 2, inQuick: true,
     fio: ["--rw=randwrite", "--bs=4k", "--direct=1", ...sync2],
-    metrics: [IOPS("randwrite-4k-qd1", "rand write 4K QD1 ×2")],
-    description: "fio random write, 4 KiB, O_DIRECT, sync engine (QD1), numjobs 2",
+    metrics: [
+      IOPS("randwrite-4k-qd1", "rand write 4K QD1 ×2"),
+      USEC("randwrite-4k-qd1-p50", "rand write 4K QD1 p50 latency"),
+      USEC("randwrite-4k-qd1-p99", "rand write 4K QD1 p99 latency"),
+    ],
+    description: "fio random write, 4 KiB, O_DIRECT, sync engine (QD1), numjobs 2; IOPS and clat p50/p99",
   },
   {
     id: "randread-4k-qd16", label: "rand read 4K QD16", kind: "fio", jobs: 1, inQuick: false,
@@ -219,8 +223,10 @@ export async function runWorkload(w: Workload, dir: string, p: Params, context: 
     else values[m0.id] = j.read.iops + j.write.iops;
     for (const m of w.metrics.slice(1)) {
       const q = m.id.endsWith("p50") ? "50.000000" : "99.000000";
-      const ns = j.read.clat_ns?.percentile?.[q];
-      if (ns === undefined) throw new BenchError(`fio JSON has no read clat percentile ${q} — ${context}`);
+      // the side that did the I/O: reads, or writes for a write-only workload
+      const side = j.read.total_ios || !j.write.total_ios ? j.read : j.write;
+      const ns = side.clat_ns?.percentile?.[q];
+      if (ns === undefined) throw new BenchError(`fio JSON has no clat percentile ${q} — ${context}`);
       values[m.id] = ns / 1000;
     }
     return {

@@ -1068,8 +1068,9 @@ export class Session implements Sink, ReplyObserver {
       latencyUs: this.latency.summarize(opName),
       stageLatencyUs: this.stages.summarize(stageName),
       slots: (this.classic?.slots.length ?? 0) + (this.uring?.slots.length ?? 0) + this.forwarded.reduce((n, f) => n + f.slots.length, 0),
-      ringQueues: this.uring || this.forwarded.length ? possibleCpus() : 0,
-      ringDepth: this.uring || this.forwarded.length ? this.opts.queueDepth : 0,
+      // the mount's rings, wherever they run (copies: the workers own them, not this thread)
+      ringQueues: this.transport === "uring" ? possibleCpus() : 0,
+      ringDepth: this.transport === "uring" ? this.opts.queueDepth : 0,
       queueInflight: this.queueInflight(),
     };
   }

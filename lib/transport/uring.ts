@@ -95,14 +95,25 @@ export function possibleCpus(): number {
 export const PINNED_BUDGET = 64 << 20;
 
 /**
+ * Deepest default queue: one fio job at iodepth 64 submits from one CPU, so one queue's entries
+ * are all it can have in flight. Export workload (O_DIRECT randrw 4 KiB on ext4, 2 CPUs,
+ * bench/README.md "Default queue depth"): depth 8 / 16 / 32 / 64 gave 0.61 / 0.83 / 0.94 / 0.92×
+ * the raw disk at 64×1 and 0.50 / 0.51 / 0.63 / 0.72× at 64×4, daemon CPU per request
+ * 15 / 11 / 10 / 10 µs. Beyond 32 the budget below does not allow 1 MiB payloads on 2 CPUs.
+ */
+export const MAX_DEFAULT_DEPTH = 32;
+
+/**
  * Queue depth and max_write that keep `queues × depth × (max_write + 4 KiB)` within `budget`:
- * depth 8 and 1 MiB where they fit, else fewer entries (down to 2), then smaller payloads (the
- * kernel needs every possible CPU's queue registered, each entry with a payload buffer of at
- * least max_write, so only these two can give).
+ * 1 MiB payloads and as many entries as fit (at most MAX_DEFAULT_DEPTH: 31 on 2 CPUs, 15 on 4,
+ * 7 on 8), else fewer entries (down to 2), then smaller payloads (the kernel needs every
+ * possible CPU's queue registered, each entry with a payload buffer of at least max_write, so
+ * only these two can give). The payloads are real memory: the shim prefaults them and registers
+ * them as fixed buffers (pinned), so each entry costs max_write of RSS whether used or not.
  */
 export function ringSizing(queues: number, budget = PINNED_BUDGET): { depth: number; maxWrite: number } {
   const perEntry = (1 << 20) + 4096;
-  const depth = Math.max(2, Math.min(8, Math.floor(budget / (queues * perEntry))));
+  const depth = Math.max(2, Math.min(MAX_DEFAULT_DEPTH, Math.floor(budget / (queues * perEntry))));
   if (queues * depth * perEntry <= budget) return { depth, maxWrite: 1 << 20 };
   let d = Math.floor(budget / (queues * (8192 + 4096)));
   d = Math.max(1, Math.min(2, d));

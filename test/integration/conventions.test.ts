@@ -5,6 +5,7 @@ import { describe, expect } from "bun:test";
 import { abortConnection, BUN, CLI, cleanupAfterEach, fmt, forceUnmount, fsop, fuseMountAt, fuseTest, isMounted, run, shOk, startDaemon, TRANSPORTS, transportHooks, type Daemon } from "../helpers/index.ts";
 import { stopReason } from "../../bin/commands/mount.ts";
 import { existsSync } from "node:fs";
+import { possibleCpus, ringSizing } from "../../lib/transport/uring.ts";
 import { sleep, spawnBg } from "../helpers/index.ts";
 
 describe("-o mount options", () => {
@@ -177,10 +178,14 @@ describe("fuse-uring stats MNT", () => {
     }
     expect(snap.slots).toBeGreaterThan(0);
     if (d.transport === "uring") expect(snap.pinnedBytes).toBeGreaterThan(0);
+    // The default ring size is reported whichever threads own the rings (copies: the workers).
+    const ring = ringSizing(possibleCpus());
+    if (d.transport === "uring") expect({ q: snap.ringQueues, d: snap.ringDepth }).toEqual({ q: possibleCpus(), d: ring.depth });
 
     const t = await stats(d.mnt, "--once");
     expect(t.code, fmt(t)).toBe(0);
     expect(t.stdout).toContain(`transport ${d.transport}`);
+    if (d.transport === "uring") expect(t.stdout).toContain(`(${possibleCpus()} queues × ${ring.depth} entries)`);
     expect(t.stdout).toMatch(/in flight \d+ of \d+ slots/);
     expect(t.stdout).toMatch(/pinned [\d.]+ MiB/);
     expect(t.stdout).toMatch(/^WRITE +[\d.]+ +5 +[\d.]+(µs|ms) +[\d.]+(µs|ms) +[\d.]+(µs|ms)$/m);

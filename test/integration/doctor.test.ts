@@ -85,7 +85,14 @@ describe("doctor, enable_uring=Y", () => {
     expect(c.zero_copy!.status).toBe("OK");
     expect(rep.kernel.bufferPools).toBe(rep.kernel.offeredNames.includes("HAS_IO_URING_BUFPOOL"));
     expect(rep.possibleCpus).toBe(possibleCpus());
-    expect(rep.pinnedBytesDefault).toBe(possibleCpus() * 8 * (1048576 + 4096));
+    // default ring: 1 MiB payloads, as many entries per queue as fit 64 MiB (at most 32, at least 2)
+    const perEntry = 1048576 + 4096;
+    const depth = Math.max(2, Math.min(32, Math.floor((64 << 20) / (possibleCpus() * perEntry))));
+    if (!rep.kernel.bufferPools && possibleCpus() * depth * perEntry <= 64 << 20) {
+      expect(rep.pinnedBytesDefault).toBe(possibleCpus() * depth * perEntry);
+      expect(c.fuse_over_io_uring!.message).toContain(`depth ${depth}`);
+    }
+    expect(rep.pinnedBytesDefault).toBeLessThanOrEqual(64 << 20);
     expect(c.pinned_memory!.message).toContain(`${possibleCpus()} queue`);
     const disabled = readFileSync("/proc/sys/kernel/io_uring_disabled", "utf8").trim();
     if (disabled === "0") expect(c.io_uring_syscalls!.status).toBe("OK");
