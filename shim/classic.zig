@@ -43,6 +43,16 @@ pub const Stats = extern struct {
 /// max_write is the only real case). The slack keeps that memmove inside our memory.
 pub const payload_slack: u32 = 4096;
 
+/// FORGET and BATCH_FORGET need no answer and no hurry. The reader holds back the doorbell for
+/// up to `forget_batch` of them in a row, or until the device has been quiet for
+/// `forget_linger_ms`, so they reach JS with the next request's wake-up instead of waking the
+/// JS thread once each (create+stat+unlink: one FORGET per removed file, ~10 % of the daemon's
+/// CPU when each woke JS on its own). Nothing waits on a FORGET, so the delay costs no caller.
+const forget_batch: u32 = 64;
+const forget_linger_ms: i32 = 2;
+const op_forget: u32 = 2;
+const op_batch_forget: u32 = 42;
+
 /// readv's second segment: the first 40 bytes after fuse_in_header land in op_in, because 40
 /// is the most common per-op header size (read_in, write_in…), so most requests need no move.
 const op_split: u32 = 40;
@@ -280,14 +290,22 @@ pub const Classic = struct {
     /// Returns the STOPPED result: 0 when asked to stop, else -errno that ended the device.
     fn readLoop(self: *Classic) i64 {
         var slot: ?u32 = null;
+        // Completions pushed without ringing the doorbell (held-back FORGETs); every path that
+        // may sleep rings first unless it sleeps with the linger timeout.
+        var deferred: u32 = 0;
         while (true) {
             if (self.stopping()) return 0;
             if (slot == null) slot = self.free.pop();
             const s = slot orelse {
+                // JS must see the held-back FORGETs to give their slots back.
+                if (deferred > 0) {
+                    deferred = 0;
+                    self.notify();
+                }
                 // Every slot is with JS: sleep until a release (or stop) signals the eventfd.
                 @atomicStore(u32, &self.reader_waiting, 1, .seq_cst);
                 if (self.free.isEmpty() and !self.stopping()) {
-                    const rc = self.poll(false);
+                    const rc = self.poll(false, -1);
                     if (rc < 0) return rc;
                 }
                 @atomicStore(u32, &self.reader_waiting, 0, .seq_cst);
@@ -305,8 +323,13 @@ pub const Classic = struct {
             switch (sys.errnoOf(rc)) {
                 .SUCCESS => {},
                 .AGAIN => {
-                    const prc = self.poll(true);
+                    const prc = self.poll(true, if (deferred > 0) forget_linger_ms else -1);
                     if (prc < 0) return prc;
+                    if (prc == poll_timed_out) {
+                        assert(deferred > 0);
+                        deferred = 0;
+                        self.notify();
+                    }
                     continue;
                 },
                 // INTR: signal (we block them, but be safe); NOENT: the request was aborted
@@ -334,21 +357,30 @@ pub const Classic = struct {
             if (self.serveNative(hdr, pay)) continue;
             slot = null;
             self.completions.push(.{ .kind = .request, .idx = s, .res = @intCast(rc) });
+            const opcode = std.mem.readInt(u32, hdr[4..8], .little);
+            if ((opcode == op_forget or opcode == op_batch_forget) and deferred < forget_batch) {
+                deferred += 1;
+                continue;
+            }
+            deferred = 0;
             // Cheap when JS has not popped yet (armed already set): one atomic, no call.
             self.notify();
         }
     }
 
-    /// Waits for the device (when `device`) or only for the eventfd. Returns 0 or -errno.
-    fn poll(self: *Classic, device: bool) i64 {
+    const poll_timed_out: i64 = 1;
+
+    /// Waits for the device (when `device`) or only for the eventfd, at most `timeout_ms`
+    /// (-1: no limit). Returns 0, poll_timed_out or -errno.
+    fn poll(self: *Classic, device: bool, timeout_ms: i32) i64 {
         var fds = [2]linux.pollfd{
             .{ .fd = self.wake_fd, .events = linux.POLL.IN, .revents = 0 },
             .{ .fd = self.fd, .events = linux.POLL.IN, .revents = 0 },
         };
         while (true) {
-            const rc = linux.poll(&fds, if (device) 2 else 1, -1);
+            const rc = linux.poll(&fds, if (device) 2 else 1, timeout_ms);
             switch (sys.errnoOf(rc)) {
-                .SUCCESS => break,
+                .SUCCESS => if (rc == 0) return poll_timed_out else break,
                 .INTR => continue,
                 // ENOMEM: the kernel could not allocate poll tables — fatal for the reader.
                 // EFAULT/EINVAL would be programming errors; report them the same way.
