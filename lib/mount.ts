@@ -13,6 +13,9 @@ import type { FdCacheStats } from "./fs/passthrough/nodes.ts";
 import type { Notifications } from "./session/filesystem.ts";
 import { defaultSessionOptions, Session, type SessionOptions, type SessionStats } from "./session/session.ts";
 
+/** Answering INIT (ring and worker set-up) after it arrived; see mount(). */
+const SETUP_TIMEOUT_MS = 120_000;
+
 export interface MountOptions extends Partial<SessionOptions> {
   fsname?: string;
   subtype?: string;
@@ -234,12 +237,20 @@ export async function mount(mountpoint: string, filesystem: Filesystem, options:
     await session.close(200);
     throw e;
   }
+  // Two bounds: the kernel's INIT must arrive within initTimeoutMs; answering it (rings, worker
+  // threads loading the filesystem) gets its own, longer bound, since a slow machine (an
+  // emulated CPU, a loaded host) may take seconds there and that is not the kernel's silence.
   const timeoutMs = options.initTimeoutMs ?? 10000;
   let timer: ReturnType<typeof setTimeout> | undefined;
+  const bound = (ms: number, why: string) => {
+    clearTimeout(timer);
+    return new Promise<never>((_, rej) => (timer = setTimeout(() => rej(new MountError(why)), ms)));
+  };
   try {
     await Promise.race([
       session.ready,
-      new Promise((_, rej) => (timer = setTimeout(() => rej(new MountError(`kernel did not send INIT within ${timeoutMs} ms`)), timeoutMs))),
+      bound(timeoutMs, `kernel did not send INIT within ${timeoutMs} ms`),
+      session.initSeen.then(() => bound(SETUP_TIMEOUT_MS, `INIT arrived, but the transport and worker threads were not set up within ${SETUP_TIMEOUT_MS} ms`)),
     ]);
   } catch (e) {
     clearTimeout(timer);

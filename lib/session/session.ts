@@ -273,6 +273,9 @@ export class Session implements Sink, ReplyObserver {
   private readyReject!: (e: Error) => void;
   /** Settles when INIT was answered (and the ring registered) or failed. */
   readonly ready: Promise<InitInfo>;
+  private initSeenResolve!: () => void;
+  /** Settles when the kernel's INIT arrived (answering it may still take the ring and worker set-up). */
+  readonly initSeen: Promise<void>;
   private endedResolve!: (reason: string) => void;
   /** Settles when every source stopped (unmount, abort, daemon shutdown). */
   readonly ended: Promise<string>;
@@ -294,6 +297,7 @@ export class Session implements Sink, ReplyObserver {
       this.readyReject = rej;
     });
     this.ready.catch(() => {});
+    this.initSeen = new Promise((res) => (this.initSeenResolve = res));
     this.ended = new Promise((res) => (this.endedResolve = res));
     this.failed = new Promise((res) => (this.failedResolve = res));
     if (this.opts.role === "main") {
@@ -601,6 +605,7 @@ export class Session implements Sink, ReplyObserver {
 
   // ---- INIT -----------------------------------------------------------------------------------
   private handleInit(req: Request): void {
+    this.initSeenResolve();
     // Whatever happens, INIT is answered exactly once (an unanswered INIT hangs mount(2)'s caller).
     this.negotiate(req).catch((e) => {
       if (req.busy) this.replier.error(req, Errno.EPROTO);

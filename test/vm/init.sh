@@ -25,7 +25,6 @@ done
 o9p="trans=virtio,version=9p2000.L,msize=512000"
 mkdir -p /newroot
 mount -t 9p -o "$o9p,ro,cache=loose" host /newroot || die "mount host / over 9p"
-mount -t 9p -o "$o9p,cache=mmap" proj "/newroot$proj" || die "mount checkout $proj over 9p"
 n=/newroot
 mount -t proc proc $n/proc && mount -t sysfs sys $n/sys && mount -t devtmpfs dev $n/dev || die "proc/sys/dev"
 mkdir -p $n/dev/pts $n/dev/shm
@@ -33,6 +32,10 @@ mount -t devpts -o gid=5,mode=620,ptmxmode=666 devpts $n/dev/pts
 mount -t tmpfs -o mode=1777 shm $n/dev/shm
 mount -t tmpfs -o mode=1777 tmp $n/tmp
 mount -t tmpfs -o mode=755 run $n/run
+# The checkout last, over the guest's own /tmp and /run: a checkout under /tmp (a CI clone) would
+# otherwise be hidden by the tmpfs. Its mountpoint may have to be made inside that tmpfs.
+mkdir -p "$n$proj" || die "mkdir $proj"
+mount -t 9p -o "$o9p,cache=mmap" proj "$n$proj" || die "mount checkout $proj over 9p"
 mount -t fusectl none $n/sys/fs/fuse/connections || die "mount fusectl"
 echo Y > /sys/module/fuse/parameters/enable_uring || die "enable_uring=Y"
 hostname fuse-uring-guest
