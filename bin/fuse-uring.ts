@@ -4,6 +4,7 @@
 
 import { parseArgs, UsageError, USAGE } from "./args.ts";
 import { registerSelfModule } from "./self-module.ts";
+import { reexecWithoutFtl } from "./jit.ts";
 
 async function main(argv: string[]): Promise<number> {
   let cmd;
@@ -38,6 +39,8 @@ async function main(argv: string[]): Promise<number> {
       return doctor(cmd);
     }
     case "mount": {
+      // Before anything else: the built-in passthrough runs without the FTL JIT tier (bin/jit.ts).
+      if (cmd.fs.type === "passthrough") reexecWithoutFtl();
       registerSelfModule();
       const { runMount } = await import("./commands/mount.ts");
       return runMount(cmd);

@@ -9,10 +9,11 @@ import {
   decodeSetattrIn, direntplusSize, direntSize, encodeAttrOut, encodeDirentHeader, encodeEntryOut,
   encodeOpenOut, encodeStatfsOut, encodeWriteOut, ENTRY_OUT_SIZE, getI64, getU64, OPEN_OUT_SIZE, setU64,
   decodeIoctlIn, decodeLkIn, decodePollIn, encodeFileLock, encodeIoctlOut, encodePollOut, IOCTL_IOVEC_SIZE, IOCTL_OUT_SIZE,
+  FOPEN_IO_URING_ZERO_COPY,
 } from "../protocol/codec.ts";
 import {
   FATTR, HDR_OP_IN, Op, FUSE_GETATTR_FH, FUSE_FSYNC_FDATASYNC, opName, F_UNLCK, FUSE_IOCTL, FUSE_IOCTL_MAX_IOV, FUSE_LK_FLOCK,
-  FUSE_POLL_SCHEDULE_NOTIFY, FUSE_RELEASE_FLOCK_UNLOCK,
+  FUSE_POLL_SCHEDULE_NOTIFY, FUSE_RELEASE_FLOCK_UNLOCK, FOPEN,
 } from "../protocol/constants.ts";
 import { backedCopyFileRange, backedFallocate, backedLseek, type BackedOpCounters } from "./backed-ops.ts";
 import { constants as FS } from "node:fs";
@@ -366,7 +367,7 @@ export class Dispatcher {
       setU64(dv, 0, o);
       dv.setUint32(8, 0, true);
       dv.setUint32(12, 0, true);
-    } else encodeOpenOut(dv, 0, this.nativeOpen(req, o, req.nodeid));
+    } else this.encodeOpen(req, dv, 0, o, req.nodeid);
     this.reply.ok(req, OPEN_OUT_SIZE);
   }
 
@@ -378,12 +379,12 @@ export class Dispatcher {
       setU64(dv, ENTRY_OUT_SIZE, o);
       dv.setUint32(ENTRY_OUT_SIZE + 8, 0, true);
       dv.setUint32(ENTRY_OUT_SIZE + 12, 0, true);
-    } else encodeOpenOut(dv, ENTRY_OUT_SIZE, this.nativeOpen(req, o, c.entry.ino));
+    } else this.encodeOpen(req, dv, ENTRY_OUT_SIZE, o, c.entry.ino);
     this.reply.ok(req, ENTRY_OUT_SIZE + OPEN_OUT_SIZE);
   }
 
   /**
-   * The open reply with the kernel-facing fh of a natively served handle. An open that asked
+   * Encodes the open reply at `off`, with the kernel-facing fh of a natively served handle. An open that asked
    * for O_DIRECT (OPEN and CREATE carry the open flags first in op_in) gets a backing
    * descriptor with O_DIRECT (unless backingCache or writebackCache; the shim reopens the
    * filesystem's buffered one and keeps that as the fallback for unaligned requests) and
@@ -394,16 +395,22 @@ export class Dispatcher {
    * inside the file. Set-user-ID clearing still happens: the kernel flags unprivileged direct
    * writes FUSE_WRITE_KILL_SUIDGID, and such files are not native (the passthrough).
    */
-  private nativeOpen(req: Request, o: OpenReply, ino: number): OpenReply {
-    if (o.backingFd === undefined || !this.dataPlane || o.backingId) return o;
+  private encodeOpen(req: Request, dv: DataView, off: number, o: OpenReply, ino: number): void {
+    encodeOpenOut(dv, off, o);
+    if (o.backingFd === undefined || !this.dataPlane || o.backingId) return;
     const direct = (req.slot.header.getUint32(OP, true) & O_DIRECT) !== 0;
     const backingDirect = direct && !this.opts.backingCache && !this.opts.writebackCache;
     const fh = this.dataPlane.map(o.fh, o.backingFd, backingDirect, ino);
-    // Only a mapped handle is served natively (a full table leaves it to JS); zero-copy for
-    // direct handles too (the shim's EINVAL fallback keeps working: docs/DATAPLANE.md).
-    const zeroCopy = this.zeroCopy && fh !== o.fh;
-    if (!direct || fh === o.fh || this.opts.writebackCache) return { ...o, fh, zeroCopy };
-    return { ...o, fh, zeroCopy, directIo: true, parallelDirectWrites: true };
+    // Patched in place (no copy of the handler's object per open). Only a mapped handle is
+    // served natively (a full table leaves it to JS) and only a mapped one is zero-copy (for
+    // direct handles too: the shim's EINVAL fallback keeps working, docs/DATAPLANE.md).
+    let flags = dv.getUint32(off + 8, true) & ~FOPEN_IO_URING_ZERO_COPY;
+    if (fh !== o.fh) {
+      setU64(dv, off, fh);
+      if (this.zeroCopy) flags |= FOPEN_IO_URING_ZERO_COPY;
+      if (direct && !this.opts.writebackCache) flags |= FOPEN.DIRECT_IO | FOPEN.PARALLEL_DIRECT_WRITES;
+    }
+    dv.setUint32(off + 8, flags, true);
   }
 
   // ---- issue 24: backed handles, locks, ioctl, poll -------------------------------------------
