@@ -14,7 +14,7 @@
 //   is never evicted.
 //
 // Pins. A request that holds a descriptor while something else may evict or close it pins the
-// node: a pinned descriptor is never closed — not by eviction and not when the file is deleted
+// node: a pinned descriptor is never closed, and a pinned node never leaves the table — not by eviction and not when the file is deleted
 // or forgotten (that close is deferred to the last unpin). Closing a descriptor number that a
 // queued syscall still uses is what made that syscall fail with EBADF, or act on whatever file
 // got the number next (see docs/NAMES-AND-DESCRIPTORS.md). The passthrough's handlers are
@@ -202,11 +202,32 @@ export class FdCache {
     return this.reopen(n);
   }
 
-  /** fd(n), kept open until the matching unpin(n) (use across awaits). */
+  /** fd(n), kept open until the matching unpin(n) (use across awaits, or outside the lock in copies mode). */
   pin(n: PassthroughNode): number {
     const fd = this.fd(n);
     n.pins++;
     return fd;
+  }
+
+  /** Keep n as it is (its descriptor, if any, not closed; the node not freed) until unpin(n), without needing its descriptor. */
+  hold(n: PassthroughNode): void {
+    n.pins++;
+  }
+
+  /**
+   * Copies mode: descriptors this thread retired under the table's lock, closed by
+   * flushCloses() once the lock is free. The final close of an O_PATH descriptor can be the last
+   * reference to a deleted inode (the source then frees its blocks; NFS talks to the server):
+   * backing work that must not run under the lock. Null: close at once (one thread).
+   */
+  closeLater: number[] | null = null;
+
+  /** Close what was retired under the lock (lock not held). */
+  flushCloses(): void {
+    const l = this.closeLater;
+    if (l === null) return;
+    for (let i = 0; i < l.length; i++) closeQuiet(l[i]!);
+    l.length = 0;
   }
 
   unpin(n: PassthroughNode): void {
@@ -439,7 +460,8 @@ export class FdCache {
   private closeNow(n: PassthroughNode): void {
     if (n.inLru) this.unlink(n);
     if (n.fd < 0) return;
-    closeQuiet(n.fd);
+    if (this.closeLater !== null) this.closeLater.push(n.fd);
+    else closeQuiet(n.fd);
     n.fd = -1;
     if (n !== this.root) this.s.held--;
   }
