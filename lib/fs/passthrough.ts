@@ -18,9 +18,10 @@
 // backing filesystem takes a microsecond or two, while node:fs (a /proc/self/fd/N/name path to
 // walk, a BigIntStats of BigInts per stat, an Error built for every ENOENT) and a Promise per
 // step cost several times the syscall. The hot-path calls return -errno; a failed request
-// throws one shared FuseError per errno. Because nothing awaits between taking a descriptor and
-// using it, a descriptor is only pinned (nodes.ts) while a call may shed the cache (EMFILE) or
-// re-open another node before it is used.
+// throws one shared FuseError per errno. A handler pins (nodes.ts) the nodes whose descriptors
+// it uses (grab/ungrab): on one thread that guards against its own shedding (EMFILE) or
+// re-opening another node; with --workers N against the other threads, since the backing
+// syscalls run outside the node table's mutex (see "threads" below).
 //
 // Data path. File handles are real descriptors of the backing file. READ and WRITE do nothing
 // but `ctx.backingRead/backingWrite(fh, offset, size)`: on the io_uring transport that is a

@@ -17,9 +17,9 @@
 // node: a pinned descriptor is never closed, and a pinned node never leaves the table — not by eviction and not when the file is deleted
 // or forgotten (that close is deferred to the last unpin). Closing a descriptor number that a
 // queued syscall still uses is what made that syscall fail with EBADF, or act on whatever file
-// got the number next (see docs/NAMES-AND-DESCRIPTORS.md). The passthrough's handlers are
-// synchronous now, so they pin only around calls that may shed the cache (EMFILE) or re-open
-// another node (a second descriptor) before the first is used.
+// got the number next (see docs/NAMES-AND-DESCRIPTORS.md). With --workers N the pin counts are
+// shared (passthrough/shared.ts) and the passthrough's backing syscalls run outside the table's
+// lock on pinned descriptors: a pin is what keeps another thread from closing one mid-syscall.
 //
 // Descriptors held: root (always) + at most `budget` node descriptors, exceeded only while more
 // than `budget` nodes are pinned at once (one or two per request in flight).
