@@ -14,8 +14,9 @@
 //   is never evicted.
 //
 // Pins. A request that holds a descriptor while something else may evict or close it pins the
-// node: a pinned descriptor is never closed, and a pinned node never leaves the table — not by eviction and not when the file is deleted
-// or forgotten (that close is deferred to the last unpin). Closing a descriptor number that a
+// node: a pinned descriptor is never closed — not by eviction and not when the file is deleted
+// or forgotten (that close is deferred to the last unpin) — and the passthrough never drops a
+// pinned node from its table (maybeFree; the last unpin looks again). Closing a descriptor number that a
 // queued syscall still uses is what made that syscall fail with EBADF, or act on whatever file
 // got the number next (see docs/NAMES-AND-DESCRIPTORS.md). With --workers N the pin counts are
 // shared (passthrough/shared.ts) and the passthrough's backing syscalls run outside the table's
