@@ -751,18 +751,32 @@ export class PassthroughFS implements InodeFS {
 
   /** Node `id`, pinned (its `fd` open until ungrab). live: ENOENT once its file was deleted. */
   private grab(id: number, live: boolean): PassthroughNode {
+    // One thread: no try/finally here (it keeps this small function inlinable on the hot path).
+    return this.mutex === null ? this.pinNode(id, live) : this.grabLocked(id, live);
+  }
+
+  private grabLocked(id: number, live: boolean): PassthroughNode {
     this.lock();
     try {
-      const n = this.node(id);
-      if (live && n.gone) fail(Errno.ENOENT);
-      this.fds.pin(n);
-      return n;
+      return this.pinNode(id, live);
     } finally {
       this.unlock();
     }
   }
 
+  private pinNode(id: number, live: boolean): PassthroughNode {
+    const n = this.node(id);
+    if (live && n.gone) fail(Errno.ENOENT);
+    this.fds.pin(n);
+    return n;
+  }
+
   private ungrab(n: PassthroughNode): void {
+    if (this.mutex === null) this.letGo(n);
+    else this.ungrabLocked(n);
+  }
+
+  private ungrabLocked(n: PassthroughNode): void {
     this.lock();
     try {
       this.letGo(n);
