@@ -258,6 +258,12 @@ function closeQuiet(fd: number): void {
   libc.closeRaw(fd);
 }
 
+/** A lookup's entry, or its negative errno thrown (lookupAt). */
+function entryOrFail(r: Entry | number): Entry {
+  if (typeof r === "number") fail(-r);
+  return r;
+}
+
 function voidCb(resolve: () => void, reject: (e: unknown) => void) {
   return (err: NodeJS.ErrnoException | null) => (err ? reject(err) : resolve());
 }
@@ -649,15 +655,21 @@ export class PassthroughFS implements InodeFS {
     } finally {
       this.unlock();
     }
+    let r: Entry | number;
     try {
-      return this.lookupAt(dir, dfd, name, probe);
+      r = this.lookupAt(dir, dfd, name, probe);
     } finally {
       this.ungrab(dir);
     }
+    return entryOrFail(r);
   }
 
-  /** lookupIn with `dir` pinned as `dfd` by the caller; the lock not held. */
-  private lookupAt(dir: PassthroughNode, dfd: number, name: string, probe: boolean): Entry {
+  /**
+   * lookupIn with `dir` pinned as `dfd` by the caller; the lock not held. A name that is not
+   * there (or cannot be opened) is a negative errno, not a throw: a negative LOOKUP is a hot
+   * path, and an exception unwinding through the callers' finally blocks cost a microsecond.
+   */
+  private lookupAt(dir: PassthroughNode, dfd: number, name: string, probe: boolean): Entry | number {
     if (name === "." || (name === ".." && dir.id === 1)) {
       // The kernel resolves these itself; never let ".." climb out of the source.
       check(stat.statFd(dfd));
@@ -668,7 +680,8 @@ export class PassthroughFS implements InodeFS {
       return { ino: dir.id, attr };
     }
     if (probe && name !== "..") {
-      check(stat.statAt(dfd, name));
+      const rc = stat.statAt(dfd, name);
+      if (rc < 0) return rc;
       this.lock();
       try {
         const n = this.table.find(stat.dev(), stat.ino());
@@ -687,11 +700,11 @@ export class PassthroughFS implements InodeFS {
     // openat on the directory's descriptor: no walk through /proc/self/fd.
     const p = libc.setName(0, name);
     const fd = p ? this.openatOut("lookup", dfd, p, O_PATH | O_NOFOLLOW | O_CLOEXEC, 0) : -libc.ENAMETOOLONG;
-    if (fd < 0) fail(-fd);
+    if (fd < 0) return fd;
     const rc = stat.statFd(fd);
     if (rc < 0) {
       closeQuiet(fd);
-      fail(-rc);
+      return rc;
     }
     // Find or create the node under the lock. Another thread may have adopted the same inode
     // since the statx: adopt finds it then, and closes this descriptor.
@@ -873,11 +886,13 @@ export class PassthroughFS implements InodeFS {
 
   lookup(_ctx: RequestContext, parent: number, name: string): Entry | Promise<Entry> {
     const dir = this.grab(parent, false);
+    let r: Entry | number;
     try {
-      return this.lookupAt(dir, dir.fd, name, true);
+      r = this.lookupAt(dir, dir.fd, name, true);
     } finally {
       this.ungrab(dir);
     }
+    return entryOrFail(r);
   }
 
   forget(ino: number, nlookup: number): void {
@@ -886,6 +901,7 @@ export class PassthroughFS implements InodeFS {
   }
 
   getattr(_ctx: RequestContext, ino: number): Attr | Promise<Attr> {
+    if (this.mutex === null) return this.getattrOne(ino);
     this.lock();
     let n: PassthroughNode, fd: number;
     try {
@@ -906,6 +922,17 @@ export class PassthroughFS implements InodeFS {
       this.unlock();
     }
     if (!a) fail(-rc);
+    return a;
+  }
+
+  /** GETATTR on one thread: nothing can close the descriptor between fd() and the statx, so no pin. */
+  private getattrOne(ino: number): Attr {
+    const n = this.node(ino);
+    const deleted = n.deletedAttr;
+    if (deleted) return deleted;
+    check(stat.statFd(this.fds.fd(n)));
+    const a = stat.attr();
+    n.mode = a.mode;
     return a;
   }
 
@@ -962,7 +989,7 @@ export class PassthroughFS implements InodeFS {
     try {
       check(libc.symlinkatRaw(target, dir.fd, name));
       this.applyOwner(ctx, dir, name, -1, dir.fd);
-      return this.lookupAt(dir, dir.fd, name, false);
+      return entryOrFail(this.lookupAt(dir, dir.fd, name, false));
     } finally {
       this.ungrab(dir);
     }
@@ -973,7 +1000,7 @@ export class PassthroughFS implements InodeFS {
     try {
       check(libc.mknodatRaw(dir.fd, name, mode, rdev));
       this.applyOwner(ctx, dir, name, -1, dir.fd);
-      return this.lookupAt(dir, dir.fd, name, false);
+      return entryOrFail(this.lookupAt(dir, dir.fd, name, false));
     } finally {
       this.ungrab(dir);
     }
@@ -984,7 +1011,7 @@ export class PassthroughFS implements InodeFS {
     try {
       check(libc.mkdiratRaw(dir.fd, name, mode & 0o7777));
       this.applyOwner(ctx, dir, name, -1, dir.fd);
-      return this.lookupAt(dir, dir.fd, name, false);
+      return entryOrFail(this.lookupAt(dir, dir.fd, name, false));
     } finally {
       this.ungrab(dir);
     }
@@ -1066,7 +1093,7 @@ export class PassthroughFS implements InodeFS {
     try {
       dir = this.grab(newParent, false);
       libc.linkFd(n.fd, dir.fd, newName);
-      return this.lookupAt(dir, dir.fd, newName, true);
+      return entryOrFail(this.lookupAt(dir, dir.fd, newName, true));
     } finally {
       this.lock();
       try {
@@ -1481,15 +1508,21 @@ export class PassthroughFS implements InodeFS {
         let r: Entry | null = null;
         if (name !== "." && name !== "..") {
           if (!dir) continue; // removed with its directory
+          let got: Entry | number;
           try {
-            r = this.lookupAt(dir, dir.fd, name, known);
+            got = this.lookupAt(dir, dir.fd, name, known);
           } catch (e) {
-            if (isErrno(e, Errno.ENOENT)) continue; // removed since the snapshot
+            if (added) return; // as below
+            throw e;
+          }
+          if (got === -Errno.ENOENT) continue; // removed since the snapshot
+          if (typeof got === "number") {
             // Entries already added carry lookup references: send them; the next call resumes
             // at this entry and reports the error then.
             if (added) return;
-            throw e;
+            fail(-got);
           }
+          r = got;
         }
         let accepted: boolean;
         if (r === null) {
