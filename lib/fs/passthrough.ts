@@ -18,9 +18,10 @@
 // backing filesystem takes a microsecond or two, while node:fs (a /proc/self/fd/N/name path to
 // walk, a BigIntStats of BigInts per stat, an Error built for every ENOENT) and a Promise per
 // step cost several times the syscall. The hot-path calls return -errno; a failed request
-// throws one shared FuseError per errno. Because nothing awaits between taking a descriptor and
-// using it, a descriptor is only pinned (nodes.ts) while a call may shed the cache (EMFILE) or
-// re-open another node before it is used.
+// throws one shared FuseError per errno. A handler pins (nodes.ts) the nodes whose descriptors
+// it uses (grab/ungrab): on one thread that guards against its own shedding (EMFILE) or
+// re-opening another node; with --workers N against the other threads, since the backing
+// syscalls run outside the node table's mutex (see "threads" below).
 //
 // Data path. File handles are real descriptors of the backing file. READ and WRITE do nothing
 // but `ctx.backingRead/backingWrite(fh, offset, size)`: on the io_uring transport that is a
@@ -257,6 +258,12 @@ function closeQuiet(fd: number): void {
   libc.closeRaw(fd);
 }
 
+/** A lookup's entry, or its negative errno thrown (lookupAt). */
+function entryOrFail(r: Entry | number): Entry {
+  if (typeof r === "number") fail(-r);
+  return r;
+}
+
 function voidCb(resolve: () => void, reject: (e: unknown) => void) {
   return (err: NodeJS.ErrnoException | null) => (err ? reject(err) : resolve());
 }
@@ -334,7 +341,8 @@ export class PassthroughFS implements InodeFS {
       this.fds = new FdCache(share.budget, t.root, t.mountFd, this.options.log, new SharedFdCacheState(t));
       this.share = share;
       this.mutex = t.mutex;
-      lockHandlers(this, t.mutex);
+      this.fds.closeLater = [];
+      lockHandlers(this, t.mutex, () => this.fds.flushCloses());
       return;
     }
     // Like libfuse's passthrough_hp: use every descriptor the hard limit allows.
@@ -428,7 +436,8 @@ export class PassthroughFS implements InodeFS {
       this.fds = new FdCache(share.budget, t.root, t.mountFd, this.options.log, new SharedFdCacheState(t));
       this.share = share;
       this.mutex = t.mutex;
-      lockHandlers(this, t.mutex);
+      this.fds.closeLater = [];
+      lockHandlers(this, t.mutex, () => this.fds.flushCloses());
     }
     return { module, shared: this.share, sharedState: true };
   }
@@ -526,7 +535,8 @@ export class PassthroughFS implements InodeFS {
 
   /** Drop a node nothing refers to (no lookups, no handles, no known child links through it). */
   private maybeFree(n: PassthroughNode): void {
-    if (n.id === 1 || n.nlookup > 0 || n.opens > 0 || n.kids > 0) return;
+    // Pinned: a request (of any thread) is using it; its last letGo() looks again.
+    if (n.id === 1 || n.nlookup > 0 || n.opens > 0 || n.kids > 0 || n.pins > 0) return;
     if (this.table.get(n.id) !== n) return;
     n.gone = true;
     this.fds.drop(n);
@@ -535,61 +545,92 @@ export class PassthroughFS implements InodeFS {
     this.table.remove(n);
   }
 
-  /** Name `name` in `dir` is about to lose a link: the node we know for it, if any. */
-  protected victimOf(dir: PassthroughNode, name: string): PassthroughNode | undefined {
-    let fd: number;
+  /**
+   * Name `name` in the directory open as `dfd` (pinned by the caller) is about to lose a link:
+   * the node we know for it, if any, held (the caller lets go of it). Lock not held.
+   */
+  protected victimOf(dfd: number, name: string): PassthroughNode | undefined {
+    if (stat.statAt(dfd, name) < 0) return undefined;
+    this.lock();
     try {
-      fd = this.fds.fd(dir);
-    } catch {
-      return undefined;
+      const n = this.table.find(stat.dev(), stat.ino());
+      if (!n) return undefined;
+      // Held: its slot stays this node until the caller is done (a FORGET meanwhile frees it at letGo).
+      this.fds.hold(n);
+      if (n.opens > 0 && !n.gone) {
+        // An open file may lose its last link now: hold its descriptor from here on, while it
+        // can still be re-opened (unlinked, it could not be).
+        try {
+          this.fds.fd(n);
+          this.fds.pinForever(n);
+        } catch {}
+      }
+      return n;
+    } finally {
+      this.unlock();
     }
-    if (stat.statAt(fd, name) < 0) return undefined;
-    const n = this.table.find(stat.dev(), stat.ino());
-    if (n && n.opens > 0 && !n.gone) {
-      // An open file may lose its last link now: hold its descriptor from here on, while it
-      // can still be re-opened (unlinked, it could not be).
-      try {
-        this.fds.fd(n);
-        this.fds.pinForever(n);
-      } catch {}
-    }
-    return n;
   }
 
   /**
    * After a node lost a link: if it has no link left and no open handle, close its descriptor
    * now so the source releases the file (a tmpfs frees the space at once, as `rm` promises).
    * The kernel may still hold the node id until FORGET; GETATTR then answers with nlink 0.
+   * Lock not held (or held by a PASSTHROUGH_LOCKED caller); n held by the caller.
    */
   protected settleVictim(n: PassthroughNode | undefined): void {
-    if (!n || n.gone || n.id === 1) return;
+    if (!n) return;
+    let fd: number;
+    this.lock();
+    try {
+      if (n.gone || n.id === 1) return;
+      if (n.opens > 0) {
+        this.keepUnlinked(n);
+        return;
+      }
+      try {
+        fd = this.fds.pin(n);
+      } catch (e) {
+        // Evicted, and its handle says the inode is gone (ESTALE) or its path has another file:
+        // deleted. Anything else (EMFILE): leave it be.
+        if (errnoOf(e) === Errno.ESTALE && n.handle) this.finishSettle(n, null);
+        return;
+      }
+    } finally {
+      this.unlock();
+    }
+    // The statx outside the lock (n pinned: its descriptor stays open).
+    const attr = stat.statFd(fd) === 0 && stat.nlink() === 0 ? stat.attr() : null;
+    this.lock();
+    try {
+      this.letGo(n);
+      if (attr) this.finishSettle(n, attr);
+    } finally {
+      this.unlock();
+    }
+  }
+
+  /** n's file has no link left (lock held): drop its descriptor, or keep it while a handle is open. */
+  private finishSettle(n: PassthroughNode, attr: Attr | null): void {
+    if (n.gone) return;
     if (n.opens > 0) {
-      n.unlinked = true;
-      // Its last link may be gone: it could not be re-opened, so keep its descriptor.
-      this.fds.pinForever(n);
+      // Opened on another thread since settleVictim looked (the open counts from before its
+      // backing open, see open()): as if it had been open at the unlink.
+      this.keepUnlinked(n);
       return;
     }
-    let fd: number;
-    try {
-      fd = this.fds.fd(n);
-    } catch (e) {
-      // Evicted, and its handle says the inode is gone (ESTALE) or its path has another file:
-      // deleted. Anything else (EMFILE): leave it be.
-      if (errnoOf(e) !== Errno.ESTALE || !n.handle) return;
-      fd = -1;
-    }
-    let attr: Attr | null = null;
-    if (fd >= 0) {
-      if (stat.statFd(fd) < 0 || stat.nlink() !== 0) return;
-      attr = stat.attr();
-    }
-    if (n.opens > 0 || n.gone) return;
     if (attr) n.deletedAttr = attr;
     this.table.unindex(n);
     // Closed now, or at the last unpin of a request still using it (never under its feet).
     n.gone = true;
     this.fds.drop(n);
     this.maybeFree(n);
+  }
+
+  /** An open node lost a link (lock held): its last release checks again; keep its descriptor. */
+  private keepUnlinked(n: PassthroughNode): void {
+    n.unlinked = true;
+    // Its last link may be gone: it could not be re-opened, so keep its descriptor.
+    this.fds.pinForever(n);
   }
 
   /** A node whose backing file is still reachable (ENOENT once it was deleted and released). */
@@ -600,23 +641,49 @@ export class PassthroughFS implements InodeFS {
   }
 
   /**
-   * LOOKUP of `name` in directory node `dir`: one new reference. `probe`: first look by name
-   * (one statx) whether it is a node whose descriptor is cached — most LOOKUPs are a miss or
-   * revalidate such a node, and then that statx is the whole answer. Callers that just made the
-   * file (mkdir, symlink, mknod) skip it.
+   * LOOKUP of `name` in directory node `dir` (kept alive by the caller: a kernel reference or a
+   * pin): one new reference. `probe`: first look by name (one statx) whether it is a node whose
+   * descriptor is cached — most LOOKUPs are a miss or revalidate such a node, and then that
+   * statx is the whole answer. Callers that just made the file (mkdir, symlink, mknod) skip it.
    */
   protected lookupIn(dir: PassthroughNode, name: string, probe = true): Entry {
-    // Pinned: a re-open (or shedding) below must not close the directory under openat.
-    const dfd = this.fds.pin(dir);
+    // Pinned: a re-open (or shedding, or another thread) must not close the directory under openat.
+    this.lock();
+    let dfd: number;
     try {
-      if (name === "." || (name === ".." && dir.id === 1)) {
-        // The kernel resolves these itself; never let ".." climb out of the source.
-        check(stat.statFd(dfd));
-        dir.nlookup++;
-        return { ino: dir.id, attr: stat.attr() };
-      }
-      if (probe && name !== "..") {
-        check(stat.statAt(dfd, name));
+      dfd = this.fds.pin(dir);
+    } finally {
+      this.unlock();
+    }
+    let r: Entry | number;
+    try {
+      r = this.lookupAt(dir, dfd, name, probe);
+    } finally {
+      this.ungrab(dir);
+    }
+    return entryOrFail(r);
+  }
+
+  /**
+   * lookupIn with `dir` pinned as `dfd` by the caller; the lock not held. A name that is not
+   * there (or cannot be opened) is a negative errno, not a throw: a negative LOOKUP is a hot
+   * path, and an exception unwinding through the callers' finally blocks cost a microsecond.
+   */
+  private lookupAt(dir: PassthroughNode, dfd: number, name: string, probe: boolean): Entry | number {
+    if (name === "." || (name === ".." && dir.id === 1)) {
+      // The kernel resolves these itself; never let ".." climb out of the source.
+      check(stat.statFd(dfd));
+      const attr = stat.attr();
+      this.lock();
+      dir.nlookup++;
+      this.unlock();
+      return { ino: dir.id, attr };
+    }
+    if (probe && name !== "..") {
+      const rc = stat.statAt(dfd, name);
+      if (rc < 0) return rc;
+      this.lock();
+      try {
         const n = this.table.find(stat.dev(), stat.ino());
         if (n && n.fd >= 0 && !staleFor(n, stat.mode())) {
           const attr = stat.attr();
@@ -626,22 +693,140 @@ export class PassthroughFS implements InodeFS {
           n.nlookup++;
           return { ino: n.id, attr };
         }
+      } finally {
+        this.unlock();
       }
-      // openat on the directory's descriptor: no walk through /proc/self/fd.
-      const p = libc.setName(0, name);
-      const fd = p ? this.fds.openat("lookup", dfd, p, O_PATH | O_NOFOLLOW | O_CLOEXEC, 0) : -libc.ENAMETOOLONG;
-      if (fd < 0) fail(-fd);
-      const rc = stat.statFd(fd);
-      if (rc < 0) {
-        closeQuiet(fd);
-        fail(-rc);
-      }
+    }
+    // openat on the directory's descriptor: no walk through /proc/self/fd.
+    const p = libc.setName(0, name);
+    const fd = p ? this.openatOut("lookup", dfd, p, O_PATH | O_NOFOLLOW | O_CLOEXEC, 0) : -libc.ENAMETOOLONG;
+    if (fd < 0) return fd;
+    const rc = stat.statFd(fd);
+    if (rc < 0) {
+      closeQuiet(fd);
+      return rc;
+    }
+    // Find or create the node under the lock. Another thread may have adopted the same inode
+    // since the statx: adopt finds it then, and closes this descriptor.
+    this.lock();
+    try {
       return this.adopt(fd, name === ".." ? null : dir, name);
     } finally {
-      this.fds.unpin(dir);
+      this.unlock();
     }
   }
 
+  // ---- threads (copies mode) ----------------------------------------------------------------
+  // The node table, the directory store and the descriptor cache's LRU are shared by every
+  // thread under one mutex (passthrough/shared.ts). It is held around operations on that state
+  // only (find or create a node by (st_dev, st_ino), lookup counts, links, a node's descriptor),
+  // never around a backing syscall, as libfuse's passthrough_hp does: the syscall (statx,
+  // openat, unlinkat… on the parent's O_PATH descriptor) runs first, then the table is updated
+  // under the lock. A slow backing filesystem then holds up the caller only.
+  //
+  // What that opens, and why it is safe:
+  // - A descriptor used outside the lock is pinned (grab/pin) under it, and pins are shared
+  //   (a slot word): eviction skips a pinned node, an early close (deleted file) or a FORGET's
+  //   close waits for the last unpin (dropPending), so no thread closes a descriptor another is
+  //   using mid-syscall, and its number is never handed to another file meanwhile.
+  // - A pinned or held node never leaves the table (maybeFree), so its slot is not reused for
+  //   another inode under a request that still refers to it; the last letGo frees it. The
+  //   kernel keeps a node it sends a request for (it holds the inode): FORGET cannot free it
+  //   before the request is answered anyway, but a victim of unlink is ours only by (dev, ino).
+  // - LOOKUP racing FORGET of the same inode: both under the lock, in either order — either the
+  //   lookup finds the node and adds a reference before the FORGET takes its own back, or the
+  //   FORGET freed it and the lookup makes a new node (a new id), as in passthrough_hp.
+  // - Two threads adopting the same new inode: the second finds the first's node under the
+  //   lock and closes its own descriptor (FdCache.adopt).
+  // - Name operations in one directory (CREATE, MKDIR, UNLINK, RENAME…) come one at a time from
+  //   the kernel (it holds the directory's i_rwsem; LOOKUP shares it): a lookup never races an
+  //   unlink of the same name through the mount.
+  // - OPEN racing the UNLINK of the file's last link (another directory lock): OPEN counts its
+  //   handle under the lock before its backing open, so the unlink keeps the node's descriptor
+  //   (victimOf, settleVictim) as if the open had come first; a failed open gives it back
+  //   (dropOpen) and settles the node then.
+  // - The closes of retired descriptors (an O_PATH close may be the last reference of a deleted
+  //   inode: backing work) run after the lock is released (FdCache.closeLater).
+  // Still under the lock (rare): re-opening an evicted node by file handle and evicting when
+  // over the budget or out of descriptors (FdCache.fd/shedSome), and killPriv.
+  // One thread: no mutex; lock/unlock do nothing, pins are plain fields.
+
+  private lock(): void {
+    if (this.mutex !== null) this.mutex.lock();
+  }
+
+  private unlock(): void {
+    const m = this.mutex;
+    if (m === null) return;
+    m.unlock();
+    if (!m.held) this.fds.flushCloses();
+  }
+
+  /** Node `id`, pinned (its `fd` open until ungrab). live: ENOENT once its file was deleted. */
+  private grab(id: number, live: boolean): PassthroughNode {
+    // One thread: no try/finally here (it keeps this small function inlinable on the hot path).
+    return this.mutex === null ? this.pinNode(id, live) : this.grabLocked(id, live);
+  }
+
+  private grabLocked(id: number, live: boolean): PassthroughNode {
+    this.lock();
+    try {
+      return this.pinNode(id, live);
+    } finally {
+      this.unlock();
+    }
+  }
+
+  private pinNode(id: number, live: boolean): PassthroughNode {
+    const n = this.node(id);
+    if (live && n.gone) fail(Errno.ENOENT);
+    this.fds.pin(n);
+    return n;
+  }
+
+  private ungrab(n: PassthroughNode): void {
+    if (this.mutex === null) this.letGo(n);
+    else this.ungrabLocked(n);
+  }
+
+  private ungrabLocked(n: PassthroughNode): void {
+    this.lock();
+    try {
+      this.letGo(n);
+    } finally {
+      this.unlock();
+    }
+  }
+
+  /** Give back a pin or hold (lock held); the node may leave the table now. */
+  private letGo(n: PassthroughNode): void {
+    this.fds.unpin(n);
+    if (n.pins === 0) this.maybeFree(n);
+  }
+
+  /** openat outside the lock; out of descriptors, the cache sheds (under the lock) and it tries once more. */
+  private openatOut(what: string, dfd: number, p: number, flags: number, mode: number): number {
+    const fd = libc.openatRaw(dfd, p, flags, mode);
+    if (fd !== -Errno.EMFILE && fd !== -Errno.ENFILE) return fd;
+    this.lock();
+    try {
+      return this.fds.openat(what, dfd, p, flags, mode);
+    } finally {
+      this.unlock();
+    }
+  }
+
+  /** FdCache.reopenFd outside the lock, as openatOut. */
+  private reopenOut(what: string, fd: number, flags: number): number {
+    const r = libc.reopenRaw(fd, flags);
+    if (r !== -Errno.EMFILE && r !== -Errno.ENFILE) return r;
+    this.lock();
+    try {
+      return this.fds.reopenFd(what, fd, flags);
+    } finally {
+      this.unlock();
+    }
+  }
 
   protected log(key: string, line: string): void {
     if (this.logged.has(key)) return;
@@ -650,13 +835,13 @@ export class PassthroughFS implements InodeFS {
   }
 
   /** After creating `name` in `dir` on behalf of ctx: give it to the caller (daemon runs as root). */
-  protected applyOwner(ctx: RequestContext, dir: PassthroughNode, name: string, fd?: number): void {
+  protected applyOwner(ctx: RequestContext, dir: PassthroughNode, name: string, fd: number, dfd = -1): void {
     if (!this.options.emulateOwnership || processUid !== 0) return;
     if (ctx.uid === processUid && ctx.gid === processGid) return;
     // In a set-group-ID directory the new file already has the directory's group.
     const gid = dir.mode & S_ISGID ? -1 : ctx.gid;
-    if (fd !== undefined) libc.fchownFd(fd, ctx.uid, gid);
-    else libc.lchownAt(this.fds.fd(dir), name, ctx.uid, gid);
+    if (fd >= 0) libc.fchownFd(fd, ctx.uid, gid);
+    else libc.lchownAt(dfd, name, ctx.uid, gid);
   }
 
   // ---- InodeFS: lifecycle -----------------------------------------------------------------
@@ -696,9 +881,18 @@ export class PassthroughFS implements InodeFS {
 
   // ---- InodeFS: names ---------------------------------------------------------------------
   // Return types say "or a Promise" so that a subclass may override with an async method.
+  // Copies mode: the lock is taken around table work only ("threads" above); forget is
+  // PASSTHROUGH_LOCKED (table work only).
 
   lookup(_ctx: RequestContext, parent: number, name: string): Entry | Promise<Entry> {
-    return this.lookupIn(this.node(parent), name);
+    const dir = this.grab(parent, false);
+    let r: Entry | number;
+    try {
+      r = this.lookupAt(dir, dir.fd, name, true);
+    } finally {
+      this.ungrab(dir);
+    }
+    return entryOrFail(r);
   }
 
   forget(ino: number, nlookup: number): void {
@@ -707,8 +901,35 @@ export class PassthroughFS implements InodeFS {
   }
 
   getattr(_ctx: RequestContext, ino: number): Attr | Promise<Attr> {
+    if (this.mutex === null) return this.getattrOne(ino);
+    this.lock();
+    let n: PassthroughNode, fd: number;
+    try {
+      n = this.node(ino);
+      const deleted = n.deletedAttr;
+      if (deleted) return deleted;
+      fd = this.fds.pin(n);
+    } finally {
+      this.unlock();
+    }
+    const rc = stat.statFd(fd);
+    const a = rc < 0 ? null : stat.attr();
+    this.lock();
+    try {
+      if (a) n.mode = a.mode;
+      this.letGo(n);
+    } finally {
+      this.unlock();
+    }
+    if (!a) fail(-rc);
+    return a;
+  }
+
+  /** GETATTR on one thread: nothing can close the descriptor between fd() and the statx, so no pin. */
+  private getattrOne(ino: number): Attr {
     const n = this.node(ino);
-    if (n.deletedAttr) return n.deletedAttr;
+    const deleted = n.deletedAttr;
+    if (deleted) return deleted;
     check(stat.statFd(this.fds.fd(n)));
     const a = stat.attr();
     n.mode = a.mode;
@@ -716,111 +937,173 @@ export class PassthroughFS implements InodeFS {
   }
 
   setattr(_ctx: RequestContext, ino: number, c: SetattrChanges): Attr | Promise<Attr> {
-    const n = this.live(ino);
-    const fd = this.fds.fd(n); // nothing below touches the descriptor cache
-    const isLink = (n.mode & S_IFMT) === S_IFLNK;
-    if (c.mode !== undefined) {
-      if (isLink) fail(Errno.EOPNOTSUPP);
-      check(libc.chmodFdRaw(fd, c.mode & 0o7777));
-    }
-    if (c.uid !== undefined || c.gid !== undefined) libc.fchownFd(fd, c.uid ?? -1, c.gid ?? -1);
-    if (c.size !== undefined) check(c.fh !== undefined ? libc.ftruncateRaw(c.fh, c.size) : libc.truncateFdRaw(fd, c.size));
-    if (c.atime !== undefined || c.mtime !== undefined) {
-      const [as, an] = c.atime === undefined ? [0, libc.UTIME_OMIT] : c.atime === "now" ? [0, libc.UTIME_NOW] : c.atime;
-      const [ms, mn] = c.mtime === undefined ? [0, libc.UTIME_OMIT] : c.mtime === "now" ? [0, libc.UTIME_NOW] : c.mtime;
-      libc.utimensFd(fd, as, an, ms, mn);
-    }
-    check(stat.statFd(fd));
-    if (c.valid & FATTR_KILL_SUIDGID && c.mode === undefined && !isLink) {
-      const mode = stat.mode();
-      const kill = (mode & S_ISUID) | (mode & S_ISGID && mode & S_IXGRP ? S_ISGID : 0);
-      if (kill) {
-        check(libc.chmodFdRaw(fd, mode & 0o7777 & ~kill));
-        check(stat.statFd(fd));
+    const n = this.grab(ino, true);
+    let a: Attr | null = null;
+    try {
+      const fd = n.fd; // pinned: no thread closes it before ungrab
+      const isLink = (n.mode & S_IFMT) === S_IFLNK;
+      if (c.mode !== undefined) {
+        if (isLink) fail(Errno.EOPNOTSUPP);
+        check(libc.chmodFdRaw(fd, c.mode & 0o7777));
+      }
+      if (c.uid !== undefined || c.gid !== undefined) libc.fchownFd(fd, c.uid ?? -1, c.gid ?? -1);
+      if (c.size !== undefined) check(c.fh !== undefined ? libc.ftruncateRaw(c.fh, c.size) : libc.truncateFdRaw(fd, c.size));
+      if (c.atime !== undefined || c.mtime !== undefined) {
+        const [as, an] = c.atime === undefined ? [0, libc.UTIME_OMIT] : c.atime === "now" ? [0, libc.UTIME_NOW] : c.atime;
+        const [ms, mn] = c.mtime === undefined ? [0, libc.UTIME_OMIT] : c.mtime === "now" ? [0, libc.UTIME_NOW] : c.mtime;
+        libc.utimensFd(fd, as, an, ms, mn);
+      }
+      check(stat.statFd(fd));
+      if (c.valid & FATTR_KILL_SUIDGID && c.mode === undefined && !isLink) {
+        const mode = stat.mode();
+        const kill = (mode & S_ISUID) | (mode & S_ISGID && mode & S_IXGRP ? S_ISGID : 0);
+        if (kill) {
+          check(libc.chmodFdRaw(fd, mode & 0o7777 & ~kill));
+          check(stat.statFd(fd));
+        }
+      }
+      a = stat.attr();
+      return a;
+    } finally {
+      this.lock();
+      try {
+        if (a) n.mode = a.mode;
+        this.letGo(n);
+      } finally {
+        this.unlock();
       }
     }
-    const a = stat.attr();
-    n.mode = a.mode;
-    return a;
   }
 
   readlink(_ctx: RequestContext, ino: number): Uint8Array {
-    return libc.readlinkFd(this.fds.fd(this.live(ino)));
+    const n = this.grab(ino, true);
+    try {
+      return libc.readlinkFd(n.fd);
+    } finally {
+      this.ungrab(n);
+    }
   }
 
   symlink(ctx: RequestContext, parent: number, name: string, target: string): Entry | Promise<Entry> {
-    const dir = this.node(parent);
-    check(libc.symlinkatRaw(target, this.fds.fd(dir), name));
-    this.applyOwner(ctx, dir, name);
-    return this.lookupIn(dir, name, false);
+    const dir = this.grab(parent, false);
+    try {
+      check(libc.symlinkatRaw(target, dir.fd, name));
+      this.applyOwner(ctx, dir, name, -1, dir.fd);
+      return entryOrFail(this.lookupAt(dir, dir.fd, name, false));
+    } finally {
+      this.ungrab(dir);
+    }
   }
 
   mknod(ctx: RequestContext, parent: number, name: string, mode: number, rdev: number): Entry | Promise<Entry> {
-    const dir = this.node(parent);
-    check(libc.mknodatRaw(this.fds.fd(dir), name, mode, rdev));
-    this.applyOwner(ctx, dir, name);
-    return this.lookupIn(dir, name, false);
+    const dir = this.grab(parent, false);
+    try {
+      check(libc.mknodatRaw(dir.fd, name, mode, rdev));
+      this.applyOwner(ctx, dir, name, -1, dir.fd);
+      return entryOrFail(this.lookupAt(dir, dir.fd, name, false));
+    } finally {
+      this.ungrab(dir);
+    }
   }
 
   mkdir(ctx: RequestContext, parent: number, name: string, mode: number): Entry | Promise<Entry> {
-    const dir = this.node(parent);
-    check(libc.mkdiratRaw(this.fds.fd(dir), name, mode & 0o7777));
-    this.applyOwner(ctx, dir, name);
-    return this.lookupIn(dir, name, false);
+    const dir = this.grab(parent, false);
+    try {
+      check(libc.mkdiratRaw(dir.fd, name, mode & 0o7777));
+      this.applyOwner(ctx, dir, name, -1, dir.fd);
+      return entryOrFail(this.lookupAt(dir, dir.fd, name, false));
+    } finally {
+      this.ungrab(dir);
+    }
   }
 
   unlink(_ctx: RequestContext, parent: number, name: string): void | Promise<void> {
-    const dir = this.node(parent);
-    const victim = this.victimOf(dir, name);
-    check(libc.unlinkatRaw(this.fds.fd(dir), name, 0));
-    this.dropLink(victim, dir, name);
-    this.settleVictim(victim);
+    this.removeName(parent, name, 0);
   }
 
   rmdir(_ctx: RequestContext, parent: number, name: string): void | Promise<void> {
-    const dir = this.node(parent);
-    const victim = this.victimOf(dir, name);
-    check(libc.unlinkatRaw(this.fds.fd(dir), name, AT_REMOVEDIR));
-    this.dropLink(victim, dir, name);
-    // Forget its (st_dev, st_ino) now: an evicted node does not keep the inode alive, and its
-    // number may be handed to the next new file.
-    this.settleVictim(victim);
+    // settleVictim forgets its (st_dev, st_ino) now: an evicted node does not keep the inode
+    // alive, and its number may be handed to the next new file.
+    this.removeName(parent, name, AT_REMOVEDIR);
+  }
+
+  /** UNLINK (flags 0) and RMDIR (AT_REMOVEDIR) of `name` in node `parent`. */
+  private removeName(parent: number, name: string, flags: number): void {
+    const dir = this.grab(parent, false);
+    let victim: PassthroughNode | undefined;
+    try {
+      victim = this.victimOf(dir.fd, name);
+      check(libc.unlinkatRaw(dir.fd, name, flags));
+      if (victim) {
+        this.lock();
+        this.dropLink(victim, dir, name);
+        this.unlock();
+      }
+      this.settleVictim(victim);
+    } finally {
+      this.lock();
+      try {
+        if (victim) this.letGo(victim);
+        this.letGo(dir);
+      } finally {
+        this.unlock();
+      }
+    }
   }
 
   rename(_ctx: RequestContext, parent: number, name: string, newParent: number, newName: string, flags: number): void | Promise<void> {
-    const from = this.node(parent), to = this.node(newParent);
-    // The moved node (and the one renamed over or exchanged) keep their paths current.
-    const moved = this.victimOf(from, name);
-    // flags 0: a file renamed over loses a link. RENAME_EXCHANGE: the other one moves.
-    const other = flags === 0 || flags & RENAME_EXCHANGE ? this.victimOf(to, newName) : undefined;
-    // `from` pinned: re-opening `to` must not evict it before the call.
-    const ffd = this.fds.pin(from);
+    const from = this.grab(parent, false);
+    let to: PassthroughNode | undefined, moved: PassthroughNode | undefined, other: PassthroughNode | undefined;
     try {
-      check(libc.renameat2Raw(ffd, name, this.fds.fd(to), newName, flags));
+      to = this.grab(newParent, false);
+      // The moved node (and the one renamed over or exchanged) keep their paths current.
+      moved = this.victimOf(from.fd, name);
+      // flags 0: a file renamed over loses a link. RENAME_EXCHANGE: the other one moves.
+      if (flags === 0 || flags & RENAME_EXCHANGE) other = this.victimOf(to.fd, newName);
+      check(libc.renameat2Raw(from.fd, name, to.fd, newName, flags));
+      this.lock();
+      try {
+        if (flags === 0) {
+          if (other !== moved) this.dropLink(other, to, newName);
+          if (moved) this.setLink(moved, to, newName);
+        } else {
+          if (moved) this.setLink(moved, to, newName);
+          if (other && other !== moved) this.setLink(other, from, name);
+        }
+      } finally {
+        this.unlock();
+      }
+      if (flags === 0 && other !== moved) this.settleVictim(other);
     } finally {
-      this.fds.unpin(from);
+      this.lock();
+      try {
+        if (other) this.letGo(other);
+        if (moved) this.letGo(moved);
+        if (to) this.letGo(to);
+        this.letGo(from);
+      } finally {
+        this.unlock();
+      }
     }
-    if (flags === 0) {
-      if (other !== moved) this.dropLink(other, to, newName);
-      if (moved) this.setLink(moved, to, newName);
-      this.settleVictim(other === moved ? undefined : other);
-      return;
-    }
-    if (moved) this.setLink(moved, to, newName);
-    if (other && other !== moved) this.setLink(other, from, name);
   }
 
   link(_ctx: RequestContext, ino: number, newParent: number, newName: string): Entry | Promise<Entry> {
-    const n = this.live(ino), dir = this.node(newParent);
-    const fd = this.fds.pin(n);
+    const n = this.grab(ino, true);
+    let dir: PassthroughNode | undefined;
     try {
-      libc.linkFd(fd, this.fds.fd(dir), newName);
+      dir = this.grab(newParent, false);
+      libc.linkFd(n.fd, dir.fd, newName);
+      return entryOrFail(this.lookupAt(dir, dir.fd, newName, true));
     } finally {
-      this.fds.unpin(n);
+      this.lock();
+      try {
+        if (dir) this.letGo(dir);
+        this.letGo(n);
+      } finally {
+        this.unlock();
+      }
     }
-    return this.lookupIn(dir, newName);
   }
-
 
   // ---- InodeFS: files ---------------------------------------------------------------------
 
@@ -836,9 +1119,8 @@ export class PassthroughFS implements InodeFS {
     return f | O_CLOEXEC;
   }
 
-  /** The open reply for a new handle `fd` of node `n` (registers kernel passthrough if on). */
+  /** The open reply for a new handle `fd` of node `n`, already counted in n.opens (registers kernel passthrough if on). Lock held. */
   protected openReply(n: PassthroughNode, fd: number): OpenReply {
-    n.opens++;
     // The shim serves READ/WRITE/FSYNC of this fd itself (native data plane) unless a write
     // must clear set-user/group-ID bits, which needs the JS write path.
     if (!this.kernelPassthrough || n.noPassthrough || (n.mode & S_IFMT) !== S_IFREG || !this.info) {
@@ -863,61 +1145,117 @@ export class PassthroughFS implements InodeFS {
     return { fh: fd, backingId: n.backingId };
   }
 
-  /** open("/proc/self/fd/N") of node n's descriptor: a real descriptor (n pinned: shedding must not close N). */
-  private reopen(n: PassthroughNode, flags: number, what: string): number {
-    const pfd = this.fds.pin(n);
-    try {
-      return check(this.fds.reopenFd(what, pfd, flags));
-    } finally {
-      this.fds.unpin(n);
-    }
-  }
-
   open(_ctx: RequestContext, ino: number, flags: number): OpenReply | Promise<OpenReply> {
     // A node whose file was deleted (and its descriptor closed) answers ESTALE, not ENOENT:
     // open(2) then walks the path once more, revalidating every dentry (do_filp_open retries
     // ESTALE with LOOKUP_REVAL), and opens or — with O_CREAT — creates what is there now, as on
     // a local filesystem. ENOENT here failed open(O_CREAT) racing an unlink of the same name.
-    const n = this.node(ino);
-    if (n.gone) fail(Errno.ESTALE);
-    return this.openReply(n, this.reopen(n, this.backingFlags(flags), "open"));
+    this.lock();
+    let n: PassthroughNode, pfd: number;
+    try {
+      n = this.node(ino);
+      if (n.gone) fail(Errno.ESTALE);
+      pfd = this.fds.pin(n);
+      // Counted before the backing open: an unlink of its last link on another thread meanwhile
+      // keeps the node's descriptor, as if this open had come first (dropOpen if it fails).
+      n.opens++;
+    } finally {
+      this.unlock();
+    }
+    // open("/proc/self/fd/N") of the node's descriptor (pinned): a real descriptor. May block
+    // (a FIFO, a slow backing filesystem): not under the lock.
+    const fd = this.reopenOut("open", pfd, this.backingFlags(flags));
+    let settle = false;
+    this.lock();
+    try {
+      if (fd >= 0) return this.openReply(n, fd);
+      settle = this.dropOpen(n);
+      if (settle) this.fds.hold(n);
+    } finally {
+      this.letGo(n);
+      this.unlock();
+    }
+    this.settleHeld(n, settle);
+    return fail(-fd);
+  }
+
+  /** One handle of n is gone (lock held): whether n lost a link while open (settleVictim it now). */
+  private dropOpen(n: PassthroughNode): boolean {
+    n.opens--;
+    if (n.opens > 0) return false;
+    n.opens = 0;
+    if (n.backingId) {
+      const id = n.backingId;
+      n.backingId = 0;
+      try {
+        this.info?.backingClose(id);
+      } catch {}
+    }
+    const settle = n.unlinked;
+    n.unlinked = false;
+    this.maybeFree(n);
+    return settle;
+  }
+
+  /** settleVictim(n) if `settle`, then let go of the hold taken for it (lock not held). */
+  private settleHeld(n: PassthroughNode, settle: boolean): void {
+    if (!settle) return;
+    try {
+      this.settleVictim(n);
+    } finally {
+      this.ungrab(n);
+    }
   }
 
   create(ctx: RequestContext, parent: number, name: string, mode: number, _umask: number, flags: number): CreateReply | Promise<CreateReply> {
-    const dir = this.node(parent);
+    const dir = this.grab(parent, false);
+    const dfd = dir.fd;
     const base = this.backingFlags(flags) | (flags & O_NOFOLLOW);
-    const dfd = this.fds.pin(dir);
     let fd = -1;
     try {
       const p = libc.setName(0, name);
       if (!p) fail(libc.ENAMETOOLONG);
       let created = true;
-      fd = this.fds.openat("create", dfd, p, base | O_CREAT | O_EXCL, mode & 0o7777);
+      fd = this.openatOut("create", dfd, p, base | O_CREAT | O_EXCL, mode & 0o7777);
       if (fd === -Errno.EEXIST && !(flags & O_EXCL)) {
         created = false;
-        fd = this.fds.openat("create", dfd, p, base, 0);
+        fd = this.openatOut("create", dfd, p, base, 0);
       }
       check(fd);
       if (created) this.applyOwner(ctx, dir, name, fd);
       check(stat.statFd(fd));
-      let node = this.table.find(stat.dev(), stat.ino());
-      let entry: Entry;
-      if (node && !staleFor(node, stat.mode())) {
-        const attr = stat.attr();
-        node.nlookup++;
-        node.mode = attr.mode;
-        this.setLink(node, dir, name);
-        entry = { ino: node.id, attr };
-      } else {
-        entry = this.adopt(this.pathFdOf(dfd, name, fd), dir, name);
-        node = this.table.get(entry.ino)!;
+      if (!created) {
+        // An existing file: most likely a node we know.
+        this.lock();
+        try {
+          const node = this.table.find(stat.dev(), stat.ino());
+          if (node && !staleFor(node, stat.mode())) {
+            const attr = stat.attr();
+            node.nlookup++;
+            node.mode = attr.mode;
+            this.setLink(node, dir, name);
+            node.opens++;
+            return { entry: { ino: node.id, attr }, open: this.openReply(node, fd) };
+          }
+        } finally {
+          this.unlock();
+        }
       }
-      return { entry, open: this.openReply(node, fd) };
+      const pfd = this.pathFdOf(dfd, name, fd);
+      this.lock();
+      try {
+        const entry = this.adopt(pfd, dir, name);
+        const node = this.table.get(entry.ino)!;
+        node.opens++;
+        return { entry, open: this.openReply(node, fd) };
+      } finally {
+        this.unlock();
+      }
     } catch (e) {
       if (fd >= 0) closeQuiet(fd);
       throw e;
     } finally {
-      this.fds.unpin(dir);
+      this.ungrab(dir);
     }
   }
 
@@ -926,23 +1264,29 @@ export class PassthroughFS implements InodeFS {
    * LINK (linkat through /proc/self/fd, which O_TMPFILE files without O_EXCL allow) gives it one.
    */
   tmpfile(ctx: RequestContext, parent: number, mode: number, _umask: number, flags: number): CreateReply {
-    const dir = this.node(parent);
+    const dir = this.grab(parent, false);
     const base = this.backingFlags(flags) & ~(O_TMPFILE_BIT | O_DIRECTORY);
-    const dfd = this.fds.pin(dir);
     let fd = -1;
     try {
       const p = libc.setName(0, ".");
-      fd = check(this.fds.openat("tmpfile", dfd, p, base | O_TMPFILE_BIT | O_DIRECTORY, mode & 0o7777));
+      fd = check(this.openatOut("tmpfile", dir.fd, p, base | O_TMPFILE_BIT | O_DIRECTORY, mode & 0o7777));
       this.applyOwner(ctx, dir, "", fd);
-      const pfd = check(this.fds.reopenFd("tmpfile", fd, O_PATH | O_CLOEXEC));
+      const pfd = check(this.reopenOut("tmpfile", fd, O_PATH | O_CLOEXEC));
       check(stat.statFd(fd)); // adopt reads the last statx
-      const entry = this.adopt(pfd, null, "");
-      return { entry, open: this.openReply(this.table.get(entry.ino)!, fd) };
+      this.lock();
+      try {
+        const entry = this.adopt(pfd, null, "");
+        const node = this.table.get(entry.ino)!;
+        node.opens++;
+        return { entry, open: this.openReply(node, fd) };
+      } finally {
+        this.unlock();
+      }
     } catch (e) {
       if (fd >= 0) closeQuiet(fd);
       throw e;
     } finally {
-      this.fds.unpin(dir);
+      this.ungrab(dir);
     }
   }
 
@@ -955,12 +1299,12 @@ export class PassthroughFS implements InodeFS {
   private pathFdOf(dfd: number, name: string, fd: number): number {
     const dev = stat.dev(), ino = stat.ino();
     const p = libc.setName(0, name);
-    let pfd = p ? this.fds.openat("create", dfd, p, O_PATH | O_NOFOLLOW | O_CLOEXEC, 0) : -1;
+    let pfd = p ? this.openatOut("create", dfd, p, O_PATH | O_NOFOLLOW | O_CLOEXEC, 0) : -1;
     if (pfd >= 0) {
       if (stat.statFd(pfd) === 0 && stat.dev() === dev && stat.ino() === ino) return pfd;
       closeQuiet(pfd); // the name is another file's already
     }
-    pfd = check(this.fds.reopenFd("create", fd, O_PATH | O_CLOEXEC));
+    pfd = check(this.reopenOut("create", fd, O_PATH | O_CLOEXEC));
     check(stat.statFd(fd));
     return pfd;
   }
@@ -1003,7 +1347,7 @@ export class PassthroughFS implements InodeFS {
     // shed (the close of a backing file on NFS or FUSE may take a while: others go on meanwhile).
     let d = libc.dupRaw(fh);
     if (d === -Errno.EMFILE || d === -Errno.ENFILE) {
-      this.mutex?.lock();
+      this.lock();
       try {
         if (this.fds.makeRoom(d)) d = libc.dupRaw(fh);
         if (d === -Errno.EMFILE || d === -Errno.ENFILE) {
@@ -1014,7 +1358,7 @@ export class PassthroughFS implements InodeFS {
           return;
         }
       } finally {
-        this.mutex?.unlock();
+        this.unlock();
       }
     }
     check(d);
@@ -1022,26 +1366,21 @@ export class PassthroughFS implements InodeFS {
   }
 
   release(_ctx: RequestContext, ino: number, fh: number): void | Promise<void> {
-    const n = this.table.get(ino);
-    let settle = false;
-    if (n) {
-      n.opens--;
-      if (n.opens <= 0) {
-        n.opens = 0;
-        if (n.backingId) {
-          const id = n.backingId;
-          n.backingId = 0;
-          try {
-            this.info?.backingClose(id);
-          } catch {}
-        }
-        settle = n.unlinked;
-        n.unlinked = false;
-        this.maybeFree(n);
-      }
-    }
+    // The close first, outside the lock: the last close of a backing file may flush (NFS, FUSE).
+    // n.opens still counts it meanwhile, so an unlink on another thread keeps n's descriptor.
     const rc = libc.closeRaw(fh);
-    if (settle) this.settleVictim(n);
+    let settle = false;
+    this.lock();
+    const n = this.table.get(ino);
+    try {
+      if (n) {
+        settle = this.dropOpen(n);
+        if (settle) this.fds.hold(n);
+      }
+    } finally {
+      this.unlock();
+    }
+    if (n) this.settleHeld(n, settle);
     check(rc);
   }
 
@@ -1064,17 +1403,26 @@ export class PassthroughFS implements InodeFS {
 
 
   opendir(_ctx: RequestContext, ino: number): OpenReply | Promise<OpenReply> {
-    const fd = this.reopen(this.live(ino), O_RDONLY | O_DIRECTORY | O_CLOEXEC, "opendir");
+    const n = this.grab(ino, true);
+    let fd: number;
+    try {
+      fd = check(this.reopenOut("opendir", n.fd, O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    } finally {
+      this.ungrab(n);
+    }
+    this.lock();
     try {
       this.dirs.open(fd);
     } catch (e) {
       closeQuiet(fd);
       throw e;
+    } finally {
+      this.unlock();
     }
     return { fh: fd };
   }
 
-  /** Read the whole listing of an open directory (from its start) with getdents64. */
+  /** Read the whole listing of an open directory (from its start) with getdents64, into the store (under the lock). */
   private snapshot(fd: number): void {
     libc.lseek(fd, 0, 0);
     const names: string[] = [], inos: number[] = [], types: number[] = [];
@@ -1096,63 +1444,122 @@ export class PassthroughFS implements InodeFS {
         pos += reclen;
       }
     }
-    this.dirs.store(fd, names, inos, types);
+    this.lock();
+    try {
+      this.dirs.store(fd, names, inos, types);
+    } finally {
+      this.unlock();
+    }
   }
 
   readdir(_ctx: RequestContext, ino: number, fh: number, offset: number, filler: DirFiller): void | Promise<void> {
-    let h = this.dirs.get(fh);
-    if (!h) fail(Errno.EBADF);
-    if (offset === 0 || !h.loaded) {
-      this.snapshot(fh);
-      h = this.dirs.get(fh)!;
+    // The listing lives in the directory store (shared arena in copies mode, compacted under the
+    // lock by any thread): read under the lock; getdents64 and the entries' lookups outside it.
+    // One stream's READDIRs come one at a time (the kernel's f_pos lock).
+    this.lock();
+    let loaded: boolean;
+    try {
+      const h = this.dirs.get(fh);
+      if (!h) fail(Errno.EBADF);
+      loaded = h.loaded;
+    } finally {
+      this.unlock();
     }
-    const count = h.count;
+    if (offset === 0 || !loaded) this.snapshot(fh);
     if (!filler.plus) {
-      const e = this.scratchEntry, a = this.scratchAttr;
-      for (let i = offset; i < count; i++) {
-        a.ino = h.ino(i);
-        a.mode = DT_TO_MODE[h.type(i)] ?? 0;
-        if (!filler.add(h.name(i), i + 1, e)) return;
+      this.lock();
+      try {
+        const h = this.dirs.get(fh)!;
+        const count = h.count;
+        const e = this.scratchEntry, a = this.scratchAttr;
+        for (let i = offset; i < count; i++) {
+          a.ino = h.ino(i);
+          a.mode = DT_TO_MODE[h.type(i)] ?? 0;
+          if (!filler.add(h.name(i), i + 1, e)) return;
+        }
+      } finally {
+        this.unlock();
       }
       return;
     }
-    const dir = this.node(ino);
-    let added = false;
-    for (let i = offset; i < count; i++) {
-      const name = h.name(i);
-      let r: Entry | null = null;
-      if (name !== "." && name !== "..") {
+    let dir: PassthroughNode | null = null;
+    try {
+      dir = this.grab(ino, false);
+    } catch (e) {
+      // Deleted directory: its entries (none on a local filesystem) are skipped below.
+      if (!isErrno(e, Errno.ENOENT)) throw e;
+    }
+    try {
+      let added = false;
+      for (let i = offset; ; i++) {
+        let name: string, dino: number, known: boolean;
+        this.lock();
         try {
+          const h = this.dirs.get(fh);
+          if (!h || i >= h.count) return;
+          name = h.name(i);
+          dino = h.ino(i);
           // Probe by name first only if some node has this inode number (d_ino): a cold
           // directory's entries are all new, and the probe's statx would be wasted on them.
-          r = this.lookupIn(dir, name, this.table.knownIno(h.ino(i)));
-        } catch (e) {
-          if (isErrno(e, Errno.ENOENT)) continue; // removed since the snapshot
-          // Entries already added carry lookup references: send them; the next call resumes
-          // at this entry and reports the error then.
-          if (added) return;
-          throw e;
+          known = this.table.knownIno(dino);
+        } finally {
+          this.unlock();
         }
+        let r: Entry | null = null;
+        if (name !== "." && name !== "..") {
+          if (!dir) continue; // removed with its directory
+          let got: Entry | number;
+          try {
+            got = this.lookupAt(dir, dir.fd, name, known);
+          } catch (e) {
+            if (added) return; // as below
+            throw e;
+          }
+          if (got === -Errno.ENOENT) continue; // removed since the snapshot
+          if (typeof got === "number") {
+            // Entries already added carry lookup references: send them; the next call resumes
+            // at this entry and reports the error then.
+            if (added) return;
+            fail(-got);
+          }
+          r = got;
+        }
+        let accepted: boolean;
+        if (r === null) {
+          const a = this.scratchAttr;
+          a.ino = dino;
+          a.mode = S_IFDIR;
+          accepted = filler.add(name, i + 1, this.scratchEntry);
+        } else accepted = filler.add(name, i + 1, r);
+        if (!accepted) {
+          // Not sent: give its lookup reference back.
+          if (r) {
+            this.lock();
+            try {
+              const n = this.table.get(r.ino);
+              if (n) this.unref(n, 1);
+            } finally {
+              this.unlock();
+            }
+          }
+          return;
+        }
+        added = true;
       }
-      let accepted: boolean;
-      if (r === null) {
-        const a = this.scratchAttr;
-        a.ino = h.ino(i);
-        a.mode = S_IFDIR;
-        accepted = filler.add(name, i + 1, this.scratchEntry);
-      } else accepted = filler.add(name, i + 1, r);
-      if (!accepted) {
-        // Not sent: give its lookup reference back.
-        const n = r && this.table.get(r.ino);
-        if (n) this.unref(n, 1);
-        return;
-      }
-      added = true;
+    } finally {
+      if (dir) this.ungrab(dir);
     }
   }
 
   releasedir(_ctx: RequestContext, _ino: number, fh: number): void {
-    if (this.dirs.close(fh)) closeQuiet(fh);
+    this.lock();
+    let open: boolean;
+    try {
+      open = this.dirs.close(fh);
+    } finally {
+      this.unlock();
+    }
+    if (open) closeQuiet(fh); // after: the number may be another directory's handle from now on
   }
 
   fsyncdir(_ctx: RequestContext, _ino: number, fh: number, datasync: boolean): Promise<void> {
@@ -1162,38 +1569,75 @@ export class PassthroughFS implements InodeFS {
   // ---- InodeFS: the rest ------------------------------------------------------------------
 
   statfs(_ctx: RequestContext, ino: number): Statfs {
-    const s = libc.fstatfs(this.fds.fd(this.live(ino)));
+    const n = this.grab(ino, true);
+    let s: ReturnType<typeof libc.fstatfs>;
+    try {
+      s = libc.fstatfs(n.fd);
+    } finally {
+      this.ungrab(n);
+    }
     return {
       blocks: s.blocks, bfree: s.bfree, bavail: s.bavail, files: s.files, ffree: s.ffree,
       bsize: s.bsize, namelen: s.namelen, frsize: s.frsize || s.bsize,
     };
   }
 
-  /** xattr calls go through the path; a symlink's own xattrs cannot be reached race-free. */
-  private xattrPath(ino: number): string {
-    const n = this.live(ino);
-    if ((n.mode & S_IFMT) === S_IFLNK) throw new FuseError("EOPNOTSUPP");
-    return procPath(this.fds.fd(n)); // used synchronously (ffi) right away
+  /**
+   * xattr calls go through the path /proc/self/fd/N of the node's descriptor, pinned until
+   * ungrab; a symlink's own xattrs cannot be reached race-free.
+   */
+  private xattrNode(ino: number): PassthroughNode {
+    const n = this.grab(ino, true);
+    if ((n.mode & S_IFMT) === S_IFLNK) {
+      this.ungrab(n);
+      throw new FuseError("EOPNOTSUPP");
+    }
+    return n;
   }
 
   setxattr(_ctx: RequestContext, ino: number, name: string, value: Uint8Array, flags: number): void {
-    libc.setxattr(this.xattrPath(ino), name, value, flags);
+    const n = this.xattrNode(ino);
+    try {
+      libc.setxattr(procPath(n.fd), name, value, flags);
+    } finally {
+      this.ungrab(n);
+    }
   }
 
   getxattr(_ctx: RequestContext, ino: number, name: string): Uint8Array {
-    return libc.getxattr(this.xattrPath(ino), name);
+    const n = this.xattrNode(ino);
+    try {
+      return libc.getxattr(procPath(n.fd), name);
+    } finally {
+      this.ungrab(n);
+    }
   }
 
   listxattr(_ctx: RequestContext, ino: number): string[] {
-    return libc.listxattr(this.xattrPath(ino));
+    const n = this.xattrNode(ino);
+    try {
+      return libc.listxattr(procPath(n.fd));
+    } finally {
+      this.ungrab(n);
+    }
   }
 
   removexattr(_ctx: RequestContext, ino: number, name: string): void {
-    libc.removexattr(this.xattrPath(ino), name);
+    const n = this.xattrNode(ino);
+    try {
+      libc.removexattr(procPath(n.fd), name);
+    } finally {
+      this.ungrab(n);
+    }
   }
 
   access(_ctx: RequestContext, ino: number, mask: number): void | Promise<void> {
-    check(libc.accessFdRaw(this.fds.fd(this.live(ino)), mask));
+    const n = this.grab(ino, true);
+    try {
+      check(libc.accessFdRaw(n.fd, mask));
+    } finally {
+      this.ungrab(n);
+    }
   }
 }
 

@@ -48,7 +48,7 @@ export interface MutexOptions {
   name?: string;
   /**
    * How long a waiter spins before sleeping (µs; default SPIN_MICROS). 0: one batch of looks
-   * only — for a holder that may be inside a syscall (the passthrough), where spinning longer
+   * only — for a holder that may be inside a syscall, where spinning longer
    * burns CPU the holder's syscall does not give back.
    */
   spinMicros?: number;

@@ -15,11 +15,12 @@
 //
 // Pins. A request that holds a descriptor while something else may evict or close it pins the
 // node: a pinned descriptor is never closed — not by eviction and not when the file is deleted
-// or forgotten (that close is deferred to the last unpin). Closing a descriptor number that a
+// or forgotten (that close is deferred to the last unpin) — and the passthrough never drops a
+// pinned node from its table (maybeFree; the last unpin looks again). Closing a descriptor number that a
 // queued syscall still uses is what made that syscall fail with EBADF, or act on whatever file
-// got the number next (see docs/NAMES-AND-DESCRIPTORS.md). The passthrough's handlers are
-// synchronous now, so they pin only around calls that may shed the cache (EMFILE) or re-open
-// another node (a second descriptor) before the first is used.
+// got the number next (see docs/NAMES-AND-DESCRIPTORS.md). With --workers N the pin counts are
+// shared (passthrough/shared.ts) and the passthrough's backing syscalls run outside the table's
+// lock on pinned descriptors: a pin is what keeps another thread from closing one mid-syscall.
 //
 // Descriptors held: root (always) + at most `budget` node descriptors, exceeded only while more
 // than `budget` nodes are pinned at once (one or two per request in flight).
@@ -202,11 +203,32 @@ export class FdCache {
     return this.reopen(n);
   }
 
-  /** fd(n), kept open until the matching unpin(n) (use across awaits). */
+  /** fd(n), kept open until the matching unpin(n) (use across awaits, or outside the lock in copies mode). */
   pin(n: PassthroughNode): number {
     const fd = this.fd(n);
     n.pins++;
     return fd;
+  }
+
+  /** Keep n as it is (its descriptor, if any, not closed; the node not freed) until unpin(n), without needing its descriptor. */
+  hold(n: PassthroughNode): void {
+    n.pins++;
+  }
+
+  /**
+   * Copies mode: descriptors this thread retired under the table's lock, closed by
+   * flushCloses() once the lock is free. The final close of an O_PATH descriptor can be the last
+   * reference to a deleted inode (the source then frees its blocks; NFS talks to the server):
+   * backing work that must not run under the lock. Null: close at once (one thread).
+   */
+  closeLater: number[] | null = null;
+
+  /** Close what was retired under the lock (lock not held). */
+  flushCloses(): void {
+    const l = this.closeLater;
+    if (l === null) return;
+    for (let i = 0; i < l.length; i++) closeQuiet(l[i]!);
+    l.length = 0;
   }
 
   unpin(n: PassthroughNode): void {
@@ -439,7 +461,8 @@ export class FdCache {
   private closeNow(n: PassthroughNode): void {
     if (n.inLru) this.unlink(n);
     if (n.fd < 0) return;
-    closeQuiet(n.fd);
+    if (this.closeLater !== null) this.closeLater.push(n.fd);
+    else closeQuiet(n.fd);
     n.fd = -1;
     if (n !== this.root) this.s.held--;
   }

@@ -4,15 +4,14 @@
 // mount(): it answers what comes through /dev/fuse before the rings are up, and every FORGET).
 //
 // What is shared, and how:
-// - One mutex (a futex word: Atomics.compareExchange, Atomics.wait/notify) taken around every
-//   handler that reads or changes the table (lockHandlers). The handlers are synchronous, so
-//   the lock is held for the length of one handler's libc calls (a few µs) and never across an
-//   await; uncontended it costs one compareExchange and no syscall. Holding it for the whole
-//   handler keeps every invariant of the single-thread code as it is: a descriptor taken from a
-//   node cannot be closed by another copy (eviction, early close of a deleted file, FORGET)
-//   before the handler has used it, because those run under the same lock. That is also why no
-//   read is lock-free: even GETATTR's statx needs the node's descriptor to stay open. The
-//   kernel serializes much of what metadata does anyway (the directory's i_rwsem).
+// - One mutex (a futex word: Atomics.compareExchange, Atomics.wait/notify) taken around the
+//   operations on this state only — find or create a node by (st_dev, st_ino), lookup counts,
+//   a node's descriptor from the cache, the directory store — and never around a backing
+//   syscall (passthrough.ts, "threads"): a slow backing filesystem holds up its caller, not
+//   every thread. Uncontended it costs one compareExchange and no syscall. A descriptor used
+//   outside the lock is pinned under it, and the pins are in the slot (every thread's eviction,
+//   early close and FORGET see them); a pinned node stays in the table. The kernel serializes
+//   much of what metadata does anyway (the directory's i_rwsem).
 // - Nodes: fixed-size slots in a growable SharedArrayBuffer (growth is visible to every
 //   thread through length-tracking typed arrays). Node id = generation × 2^32 + slot, so every
 //   copy decodes an id alike, and an id of a freed slot (FORGET, then reuse) is recognised as
@@ -39,10 +38,9 @@ import { growable } from "../../shared/growable.ts";
 
 export { SharedMutex };
 /**
- * A passthrough handler holds the table's lock across its backing filesystem calls (a slow
- * backing filesystem can take seconds): the bound past which a waiter fail-stops is longer than
- * memfs's, and a waiter spins one batch of looks only (spinMicros 0, as before the mutex was
- * shared) instead of burning CPU while the holder is in a syscall.
+ * The critical sections are table operations (a microsecond or so), so a waiter spins as memfs's
+ * do. A few rare ones still make a syscall (re-opening an evicted node by file handle, shedding
+ * descriptors, killPriv): the bound past which a waiter fail-stops stays generous.
  */
 const LOCK_BOUND_MS = 30_000;
 
@@ -91,10 +89,12 @@ const S_GEN = 38, S_USED = 39, S_FD = 40, S_OPENS = 41, S_MODE = 42, S_FLAGS = 4
 const S_PREV = 45, S_NEXT = 46, S_HNEXT = 47, S_HLEN = 48, S_BACKING = 49;
 const S_HANDLE = 50 * 4; // byte offset of the kernel file handle (≤ 8 + MAX_HANDLE_SZ 128)
 const HANDLE_MAX = 136;
-const SLOT = 352; // bytes (multiple of 8: ≥ 200 + 136)
+const S_PINS = 84; // i32 after the handle (byte 336)
+const SLOT = 352; // bytes (multiple of 8: ≥ 200 + 136 + 4)
 const SLOT4 = SLOT / 4, SLOT8 = SLOT / 8;
 
-const GONE = 1, UNLINKED = 2, NO_EVICT = 4, NO_PT = 8, HANDLE_FAILED = 16, IN_LRU = 32, DELETED = 64;
+const GONE = 1, UNLINKED = 2, NO_EVICT = 4, NO_PT = 8, HANDLE_FAILED = 16, IN_LRU = 32, DELETED = 64, DROP_PENDING = 128;
+if (S_HANDLE + HANDLE_MAX > S_PINS * 4 || (S_PINS + 1) * 4 > SLOT) throw new Error("BUG: passthrough slot fields overlap");
 
 const DEL_FIELDS = ["ino", "mode", "nlink", "uid", "gid", "rdev", "size", "blocks", "blksize", "atime", "atimeNsec", "mtime", "mtimeNsec", "ctime", "ctimeNsec"] as const;
 
@@ -124,9 +124,6 @@ export function createShare(o: { source: string; emulateOwnership: boolean; file
 
 /** One copy's view of a node slot: PassthroughNode's fields, read and written in the slot. */
 export class SharedNode implements PassthroughNode {
-  /** Requests of this thread using the descriptor (handlers are synchronous and hold the lock, so never another thread's). */
-  pins = 0;
-  dropPending = false;
   private readonly i4: number;
   private readonly i8: number;
   constructor(
@@ -181,6 +178,23 @@ export class SharedNode implements PassthroughNode {
   }
   set mode(v: number) {
     this.t.I[this.i4 + S_MODE] = v;
+  }
+  /**
+   * Requests of every thread using the node's descriptor or holding the node (a slot word: the
+   * backing syscalls run outside the lock, so another thread's eviction, early close or FORGET
+   * must see them). Changed under the lock only.
+   */
+  get pins(): number {
+    return this.t.I[this.i4 + S_PINS]!;
+  }
+  set pins(v: number) {
+    this.t.I[this.i4 + S_PINS] = v;
+  }
+  get dropPending(): boolean {
+    return this.flag(DROP_PENDING);
+  }
+  set dropPending(v: boolean) {
+    this.setFlag(DROP_PENDING, v);
   }
   get backingId(): number {
     return this.t.I[this.i4 + S_BACKING]!;
@@ -335,7 +349,7 @@ export class SharedNodeTable implements NodeTable {
     this.F = new Float64Array(share.slots);
     this.U8 = new Uint8Array(share.slots);
     this.B = new Int32Array(share.buckets);
-    this.mutex = new SharedMutex(this.M, M_MUTEX, { boundMs: LOCK_BOUND_MS, name: "passthrough node table", spinMicros: 0 });
+    this.mutex = new SharedMutex(this.M, M_MUTEX, { boundMs: LOCK_BOUND_MS, name: "passthrough node table" });
     this.root = this.view(1)!;
   }
 
@@ -422,10 +436,7 @@ export class SharedNodeTable implements NodeTable {
     M[M_COUNT]!++;
     if (M[M_COUNT]! > M[M_BUCKETS]! && M[M_BUCKETS]! * 8 < BUCKETS_MAX_BYTES) this.rehash(M[M_BUCKETS]! * 2);
     this.link(slot);
-    const v = this.view(slot)!;
-    v.pins = 0;
-    v.dropPending = false;
-    return v;
+    return this.view(slot)!; // pins and dropPending: cleared with the slot
   }
 
   unindex(n: PassthroughNode): void {
@@ -707,24 +718,40 @@ export class SharedDirStore implements DirStore {
 }
 
 // ---- the lock around handlers --------------------------------------------------------------
-
-/** The handlers (and internals called outside a handler) that read or change shared state. */
-const LOCKED = [
-  "lookup", "forget", "getattr", "setattr", "readlink", "symlink", "mknod", "mkdir", "unlink", "rmdir", "rename", "link",
-  "open", "create", "tmpfile", "release", "opendir", "readdir", "releasedir", "statfs",
-  "setxattr", "getxattr", "listxattr", "removexattr", "access", "destroy", "killPriv", "sourcePath",
-] as const;
+// Every InodeFS handler of PassthroughFS is in exactly one list (test/lock-lists.test.ts checks
+// it, as for memfs).
 
 /**
- * Give `fs` (one copy, or the main thread's instance) own methods that run its handlers under
- * the table's mutex. The wrappers take the arguments one by one (no rest array: nothing is
- * allocated per request). READ/WRITE/FSYNC/FLUSH/FALLOCATE/LSEEK/COPY_FILE_RANGE use only the
- * file handle (a descriptor of its own) and run unlocked; a WRITE that must clear set-user-ID
- * takes the lock in killPriv, a FLUSH that must shed descriptors in flush.
+ * Handlers (and internals called outside a handler) run whole under the table's mutex: they
+ * only read or change the table (FORGET, unmount), or are rare and make no call that can block
+ * for long on the backing filesystem (killPriv: a statx and fchmod after a set-user-ID write;
+ * sourcePath: a readlink of /proc).
  */
-export function lockHandlers(fs: object, mutex: SharedMutex): void {
+export const PASSTHROUGH_LOCKED = ["forget", "destroy", "killPriv", "sourcePath"] as const;
+
+/**
+ * Handlers that take the mutex themselves, around table, directory-store and descriptor-cache
+ * operations only, never around a backing syscall (passthrough.ts, "Threads"): a slow backing
+ * filesystem (NFS, a stalled disk, a FUSE source) holds up the caller only, not every thread.
+ */
+export const PASSTHROUGH_SELF_LOCKED = [
+  "lookup", "getattr", "setattr", "readlink", "symlink", "mknod", "mkdir", "unlink", "rmdir", "rename", "link",
+  "open", "create", "tmpfile", "release", "opendir", "readdir", "releasedir", "statfs",
+  "setxattr", "getxattr", "listxattr", "removexattr", "access", "flush",
+] as const;
+
+/** Handlers that use only their file handle (a descriptor of their own): no lock. */
+export const PASSTHROUGH_UNLOCKED = ["init", "read", "write", "fsync", "fsyncdir", "fallocate", "lseek", "copyFileRange"] as const;
+
+/**
+ * Give `fs` (one copy, or the main thread's instance) own methods that run the
+ * PASSTHROUGH_LOCKED handlers under the table's mutex. The wrappers take the arguments one by
+ * one (no rest array: nothing is allocated per request). `after`: run once the mutex is free
+ * again (the descriptors closed meanwhile, see FdCache.closeLater).
+ */
+export function lockHandlers(fs: object, mutex: SharedMutex, after: () => void): void {
   const o = fs as Record<string, unknown>;
-  for (const name of LOCKED) {
+  for (const name of PASSTHROUGH_LOCKED) {
     const f = o[name];
     if (typeof f !== "function") continue;
     const wrapped = function (this: unknown, a: unknown, b: unknown, c: unknown, d: unknown, e: unknown, g: unknown, h: unknown, i: unknown, j: unknown) {
@@ -733,6 +760,7 @@ export function lockHandlers(fs: object, mutex: SharedMutex): void {
         return f.call(this, a, b, c, d, e, g, h, i, j);
       } finally {
         mutex.unlock();
+        if (!mutex.held) after();
       }
     };
     Object.defineProperty(fs, name, { value: wrapped, writable: true, configurable: true, enumerable: false });
