@@ -914,13 +914,7 @@ export class PassthroughFS implements InodeFS {
     }
     const rc = stat.statFd(fd);
     const a = rc < 0 ? null : stat.attr();
-    this.lock();
-    try {
-      if (a) n.mode = a.mode;
-      this.letGo(n);
-    } finally {
-      this.unlock();
-    }
+    this.unpinWithMode(n, a);
     if (!a) fail(-rc);
     return a;
   }
@@ -965,13 +959,18 @@ export class PassthroughFS implements InodeFS {
       a = stat.attr();
       return a;
     } finally {
-      this.lock();
-      try {
-        if (a) n.mode = a.mode;
-        this.letGo(n);
-      } finally {
-        this.unlock();
-      }
+      this.unpinWithMode(n, a);
+    }
+  }
+
+  /** After a stat outside the lock: record the mode it saw (if any) and give the pin back. */
+  private unpinWithMode(n: PassthroughNode, a: Attr | null): void {
+    this.lock();
+    try {
+      if (a) n.mode = a.mode;
+      this.letGo(n);
+    } finally {
+      this.unlock();
     }
   }
 
