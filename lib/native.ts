@@ -66,7 +66,7 @@ export const SHIM_NAME = "libfuse_uring_shim.so";
  * incompatible changes). A shim built from another checkout or an older prebuilt copy would
  * otherwise load and misbehave in ways that look like kernel bugs.
  */
-export const EXPECTED_SHIM_ABI = 5;
+export const EXPECTED_SHIM_ABI = 6;
 
 const REBUILD_HINT = "rebuild it from this checkout with `bash scripts/setup.sh` (or point FUSE_URING_SHIM at a matching build)";
 

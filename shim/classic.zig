@@ -35,6 +35,8 @@ pub const Stats = extern struct {
     direct_fallbacks: u64 = 0,
     /// Native requests on O_DIRECT handles.
     native_direct: u64 = 0,
+    /// FLUSHes answered natively (mode_flush handles: close(dup(fd)), no JS).
+    native_flushes: u64 = 0,
 };
 
 /// Payload regions get this much slack beyond `payload_size`: normalization moves up to 40
@@ -399,16 +401,23 @@ pub const Classic = struct {
     fn serveNative(self: *Classic, hdr: [*]u8, pay: [*]u8) bool {
         const dp = self.dp orelse return false;
         const opcode = std.mem.readInt(u32, hdr[4..8], .little);
-        if (!dataplane.servedOp(opcode)) return false;
+        const flushing = opcode == dataplane.op_flush;
+        if (!flushing and !dataplane.servedOp(opcode)) return false;
         const op_in = hdr + layout.op_in_offset;
         const h = dp.lookup(std.mem.readInt(u64, op_in[0..8], .little)) orelse return false;
+        // A FLUSH that needs JS (not a mode_flush handle, no descriptor free) goes before any count.
+        const flushed: ?i64 = if (flushing) (if (h.flush_fd < 0) null else dataplane.flush(h.flush_fd)) else null;
+        if (flushing and flushed == null) return false;
         const fd = h.fd;
-        if (h.direct) self.stats.native_direct += 1;
+        if (h.direct and !flushing) self.stats.native_direct += 1;
         const offset = std.mem.readInt(u64, op_in[8..16], .little);
         const size = std.mem.readInt(u32, op_in[16..20], .little);
         const payload_sz = std.mem.readInt(u32, hdr[layout.payload_sz_offset..][0..4], .little);
         var res: i64 = undefined;
-        if (opcode == dataplane.op_fsync) {
+        if (flushed) |r| {
+            res = r;
+            self.stats.native_flushes += 1;
+        } else if (opcode == dataplane.op_fsync) {
             const datasync = std.mem.readInt(u32, op_in[8..12], .little) & 1 != 0;
             // fsync is not restarted after a signal (we block them anyway): report what it said.
             res = sys.result(if (datasync) linux.fdatasync(fd) else linux.fsync(fd));

@@ -27,10 +27,17 @@ pub const Handle = struct {
     fallback: i32,
     /// `fd` is O_DIRECT: its reads and writes wait for the device, so they go asynchronous.
     direct: bool,
+    /// FLUSH of this handle is close(dup(flush_fd)) and the shim does it (mode_flush); -1: the
+    /// filesystem's flush handler answers it.
+    flush_fd: i32 = -1,
 };
 
 /// fu_dataplane_set mode bits.
 pub const mode_direct: u32 = 1;
+/// The filesystem's FLUSH of this handle is close(dup(fd)) of the descriptor it gave (what
+/// close(2) of the caller's file does to the backing file, as libfuse's passthrough does): the
+/// shim answers FLUSH itself, one JS request less per close.
+pub const mode_flush: u32 = 2;
 
 pub const DataPlane = struct {
     fds: []i32,
@@ -39,6 +46,8 @@ pub const DataPlane = struct {
     fallbacks: []i32,
     owned: []i32,
     direct: []bool,
+    /// Per slot: the descriptor a native FLUSH duplicates and closes (mode_flush), or -1.
+    flushes: []i32,
 
     pub fn create(capacity: u32, err: *i32) ?*DataPlane {
         if (capacity == 0 or capacity > max_capacity) {
@@ -50,7 +59,7 @@ pub const DataPlane = struct {
             err.* = sys.neg(.NOMEM);
             return null;
         };
-        self.* = .{ .fds = &.{}, .fallbacks = &.{}, .owned = &.{}, .direct = &.{} };
+        self.* = .{ .fds = &.{}, .fallbacks = &.{}, .owned = &.{}, .direct = &.{}, .flushes = &.{} };
         self.allocate(capacity) catch {
             self.destroy();
             err.* = sys.neg(.NOMEM);
@@ -69,6 +78,8 @@ pub const DataPlane = struct {
         @memset(self.owned, -1);
         self.direct = try allocator.alloc(bool, capacity);
         @memset(self.direct, false);
+        self.flushes = try allocator.alloc(i32, capacity);
+        @memset(self.flushes, -1);
     }
 
     pub fn destroy(self: *DataPlane) void {
@@ -78,6 +89,7 @@ pub const DataPlane = struct {
         if (self.fallbacks.len > 0) allocator.free(self.fallbacks);
         if (self.owned.len > 0) allocator.free(self.owned);
         if (self.direct.len > 0) allocator.free(self.direct);
+        if (self.flushes.len > 0) allocator.free(self.flushes);
         allocator.destroy(self);
     }
 
@@ -93,6 +105,7 @@ pub const DataPlane = struct {
             self.owned[slot] = -1;
             self.fallbacks[slot] = -1;
             self.direct[slot] = false;
+            self.flushes[slot] = -1;
             if (owned >= 0) sys.closeFd(owned);
             return 0;
         }
@@ -119,6 +132,8 @@ pub const DataPlane = struct {
         }
         self.fallbacks[slot] = fallback;
         self.direct[slot] = direct;
+        // The caller's own descriptor, whichever the I/O goes to: the one its flush would close.
+        self.flushes[slot] = if (mode & mode_flush != 0) fd else -1;
         @atomicStore(i32, &self.fds[slot], io_fd, .release);
         return 0;
     }
@@ -131,7 +146,7 @@ pub const DataPlane = struct {
         const i: usize = @intCast(slot);
         const fd = @atomicLoad(i32, &self.fds[i], .acquire);
         if (fd < 0) return null;
-        return .{ .fd = fd, .fallback = self.fallbacks[i], .direct = self.direct[i] };
+        return .{ .fd = fd, .fallback = self.fallbacks[i], .direct = self.direct[i], .flush_fd = self.flushes[i] };
     }
 };
 
@@ -171,6 +186,24 @@ pub fn transfer(fd: i32, opcode: u32, pay: [*]u8, size: u32, offset: u64) i64 {
 pub const op_read: u32 = 15;
 pub const op_write: u32 = 16;
 pub const op_fsync: u32 = 20;
+pub const op_flush: u32 = 25;
+
+/// A native FLUSH: close(dup(fd)), which runs the backing file's ->flush (NFS, FUSE: write-back
+/// and its error) without closing the caller's descriptor. 0 or -errno; null when no descriptor
+/// is free for the dup (EMFILE/ENFILE): the request then goes to JS, whose flush handler can
+/// make room (the passthrough sheds cached descriptors).
+pub fn flush(fd: i32) ?i64 {
+    assert(fd >= 0);
+    const d = linux.dup(fd);
+    switch (sys.errnoOf(d)) {
+        .SUCCESS => {},
+        .MFILE, .NFILE => return null,
+        else => return sys.result(d),
+    }
+    // close never restarts (the descriptor is gone even on EINTR): report what it said, as
+    // close(2) of the caller's file would.
+    return sys.result(linux.close(@intCast(d)));
+}
 
 /// The request's fh if it is one the data plane could serve (READ/WRITE/FSYNC all carry fh as
 /// the first u64 of their per-op header).
@@ -269,4 +302,23 @@ test "direct mode: a buffered fd is reopened with O_DIRECT and kept as the fallb
     // Without the mode a buffered fd stays as it is.
     try std.testing.expectEqual(@as(i32, 0), dp.set(1, fd, 0));
     try std.testing.expectEqual(Handle{ .fd = fd, .fallback = -1, .direct = false }, dp.lookup(fh_tag + 1).?);
+}
+
+test "mode_flush: the handle names the caller's descriptor; flush leaves it open" {
+    var err: i32 = 0;
+    const dp = DataPlane.create(2, &err).?;
+    defer dp.destroy();
+    const rc = linux.openat(linux.AT.FDCWD, "/dev/null", .{ .ACCMODE = .RDWR, .CLOEXEC = true }, 0);
+    try std.testing.expect(sys.errnoOf(rc) == .SUCCESS);
+    const fd: i32 = @intCast(rc);
+    defer sys.closeFd(fd);
+    try std.testing.expectEqual(@as(i32, 0), dp.set(0, fd, 0));
+    try std.testing.expectEqual(@as(i32, -1), dp.lookup(fh_tag).?.flush_fd);
+    _ = dp.set(0, -1, 0);
+    try std.testing.expectEqual(@as(i32, 0), dp.set(1, fd, mode_flush));
+    try std.testing.expectEqual(fd, dp.lookup(fh_tag + 1).?.flush_fd);
+    try std.testing.expectEqual(@as(?i64, 0), flush(fd));
+    try std.testing.expect(sys.errnoOf(linux.fcntl(fd, linux.F.GETFL, 0)) == .SUCCESS);
+    _ = dp.set(1, -1, 0);
+    try std.testing.expectEqual(@as(?Handle, null), dp.lookup(fh_tag + 1));
 }

@@ -99,6 +99,9 @@ pub const Stats = extern struct {
     pool_fixed: u64 = 0,
     /// -errno of a refused FUSE_URING_ZERO_COPY ADD_QUEUE (-EPERM without CAP_SYS_ADMIN).
     zero_copy_error: i64 = 0,
+    // ---- ABI 6 ----
+    /// FLUSHes answered natively (mode_flush handles: close(dup(fd)), no JS).
+    native_flushes: u64 = 0,
 };
 
 /// Buffer pools asked for by fu_ring_create_pooled (docs/BUFFERS.md). `base` is memory the
@@ -782,6 +785,7 @@ pub const Ring = struct {
         const dp = self.dp orelse return false;
         const hdr = self.header(idx).?;
         const opcode = std.mem.readInt(u32, hdr[4..8], .little);
+        if (opcode == dataplane.op_flush) return self.flushNative(dp, idx);
         if (!dataplane.servedOp(opcode)) return false;
         const op_in = hdr + layout.op_in_offset;
         const fh = std.mem.readInt(u64, op_in[0..8], .little);
@@ -794,6 +798,23 @@ pub const Ring = struct {
         self.native_inflight += 1;
         if (self.native_inflight > self.stats.native_inflight_max) self.stats.native_inflight_max = self.native_inflight;
         self.prepNativeIo(idx, h);
+        return true;
+    }
+
+    /// FLUSH of a mode_flush handle, synchronously (a dup and a close). False: JS answers it
+    /// (not such a handle, or no descriptor free for the dup: the flush handler can make room).
+    fn flushNative(self: *Ring, dp: *const DataPlane, idx: u32) bool {
+        const op_in = self.header(idx).? + layout.op_in_offset;
+        const h = dp.lookup(std.mem.readInt(u64, op_in[0..8], .little)) orelse return false;
+        if (h.flush_fd < 0) return false;
+        const res = dataplane.flush(h.flush_fd) orelse return false;
+        self.state[idx] = .native;
+        self.native_op[idx] = dataplane.op_flush;
+        self.native_fell_back[idx] = false;
+        self.stats.native_requests += 1;
+        self.stats.native_flushes += 1;
+        self.native_inflight += 1;
+        self.finishNative(idx, @intCast(res));
         return true;
     }
 
@@ -868,7 +889,8 @@ pub const Ring = struct {
         const hdr = self.header(idx).?;
         const opcode: u32 = self.native_op[idx];
         var r = first_res;
-        if (r == sys.neg(.INTR) or r == sys.neg(.AGAIN) or r == sys.neg(.INVAL)) {
+        // (A FLUSH's result is final: its close is never repeated.)
+        if (opcode != dataplane.op_flush and (r == sys.neg(.INTR) or r == sys.neg(.AGAIN) or r == sys.neg(.INVAL))) {
             const op_in = hdr + layout.op_in_offset;
             const fh = std.mem.readInt(u64, op_in[0..8], .little);
             if (self.dp.?.lookup(fh)) |found| {

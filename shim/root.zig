@@ -17,7 +17,7 @@ const Completion = queue.Completion;
 
 /// Bumped on any incompatible ABI change so TypeScript can refuse a stale library.
 export fn fu_abi_version() u32 {
-    return 5;
+    return 6;
 }
 
 /// -errno of the last failed `fu_classic_create` (JS thread only, so no atomics needed).

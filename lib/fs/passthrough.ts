@@ -1121,9 +1121,10 @@ export class PassthroughFS implements InodeFS {
   /** The open reply for a new handle `fd` of node `n`, already counted in n.opens (registers kernel passthrough if on). Lock held. */
   protected openReply(n: PassthroughNode, fd: number): OpenReply {
     // The shim serves READ/WRITE/FSYNC of this fd itself (native data plane) unless a write
-    // must clear set-user/group-ID bits, which needs the JS write path.
+    // must clear set-user/group-ID bits, which needs the JS write path; and FLUSH, which here is
+    // close(dup(fd)) (flush below) unless no descriptor is free for the dup.
     if (!this.kernelPassthrough || n.noPassthrough || (n.mode & S_IFMT) !== S_IFREG || !this.info) {
-      return n.mode & (S_ISUID | S_ISGID) ? { fh: fd } : { fh: fd, backingFd: fd };
+      return n.mode & (S_ISUID | S_ISGID) ? { fh: fd } : { fh: fd, backingFd: fd, backingFlush: true };
     }
     if (!n.backingId) {
       try {
@@ -1133,7 +1134,7 @@ export class PassthroughFS implements InodeFS {
         if (errno === Errno.EPERM) {
           this.kernelPassthrough = false;
           this.log("pt-eperm", "fuse-uring: passthrough: kernel passthrough needs CAP_SYS_ADMIN (FUSE_DEV_IOC_BACKING_OPEN: EPERM); serving file data through the daemon");
-          return n.mode & (S_ISUID | S_ISGID) ? { fh: fd } : { fh: fd, backingFd: fd };
+          return n.mode & (S_ISUID | S_ISGID) ? { fh: fd } : { fh: fd, backingFd: fd, backingFlush: true };
         } else {
           n.noPassthrough = true;
           this.log(`pt-${errno}`, `fuse-uring: passthrough: FUSE_DEV_IOC_BACKING_OPEN failed (${e instanceof Error ? e.message : String(e)}); such files are served through the daemon`);

@@ -22,6 +22,8 @@ export const NATIVE_FH_TAG = 2 ** 47;
 export const DEFAULT_CAPACITY = 1 << 16;
 /** shim/dataplane.zig mode_direct. */
 const DP_MODE_DIRECT = 1;
+/** shim/dataplane.zig mode_flush. */
+const DP_MODE_FLUSH = 2;
 
 export type DataPlaneMode = "native" | "js";
 
@@ -93,8 +95,9 @@ export class DataPlane {
    * `direct`: serve it with O_DIRECT (shim/dataplane.zig set: a buffered `fd` is reopened with
    * O_DIRECT and kept as the fallback for requests refused for alignment). `ino`: the node
    * (FALLOCATE/LSEEK/COPY_FILE_RANGE of backed handles, release at the session's end).
+   * `flush`: the shim answers FLUSH with close(dup(fd)) (OpenReply.backingFlush).
    */
-  map(fh: number, fd: number, direct = false, ino = 0): number {
+  map(fh: number, fd: number, direct = false, ino = 0, flush = false): number {
     if (!(fd >= 0)) return fh;
     const cap = this.capacity;
     for (let i = 0; i < cap; i++) {
@@ -104,7 +107,7 @@ export class DataPlane {
         this.userFh[slot] = fh;
         this.fds[slot] = fd;
         this.inos[slot] = ino;
-        native().fu_dataplane_set(this.handle, slot, fd, direct ? DP_MODE_DIRECT : 0);
+        native().fu_dataplane_set(this.handle, slot, fd, (direct ? DP_MODE_DIRECT : 0) | (flush ? DP_MODE_FLUSH : 0));
         this.open++;
         this.mapped++;
         return NATIVE_FH_TAG + slot;

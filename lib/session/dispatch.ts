@@ -40,7 +40,8 @@ function isThenable<T>(v: T | Promise<T>): v is Promise<T> {
 
 export class Dispatcher {
   /** Set by the session when the native data plane is on: OPEN/CREATE replies naming a
-   *  backingFd get a handle the shim serves READ/WRITE/FSYNC for (lib/session/dataplane.ts). */
+   *  backingFd get a handle the shim serves READ/WRITE/FSYNC (and FLUSH with backingFlush) for
+   *  (lib/session/dataplane.ts). */
   dataPlane: DataPlane | null = null;
   /** FALLOCATE/LSEEK/COPY_FILE_RANGE answered from backing descriptors (backedOp). */
   readonly backed: BackedOpCounters = { ops: 0, copyFallbacks: 0 };
@@ -400,7 +401,7 @@ export class Dispatcher {
     if (o.backingFd === undefined || !this.dataPlane || o.backingId) return;
     const direct = (req.slot.header.getUint32(OP, true) & O_DIRECT) !== 0;
     const backingDirect = direct && !this.opts.backingCache && !this.opts.writebackCache;
-    const fh = this.dataPlane.map(o.fh, o.backingFd, backingDirect, ino);
+    const fh = this.dataPlane.map(o.fh, o.backingFd, backingDirect, ino, o.backingFlush === true);
     // Patched in place (no copy of the handler's object per open). Only a mapped handle is
     // served natively (a full table leaves it to JS) and only a mapped one is zero-copy (for
     // direct handles too: the shim's EINVAL fallback keeps working, docs/DATAPLANE.md).

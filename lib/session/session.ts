@@ -1029,6 +1029,7 @@ export class Session implements Sink, ReplyObserver {
       nativeSync: u?.nativeSync ?? 0,
       nativeAsync: u?.nativeAsync ?? 0,
       nativeDirect: (u?.nativeDirect ?? 0) + (c.nativeDirect ?? 0),
+      nativeFlushes: (u?.nativeFlushes ?? 0) + (c.nativeFlushes ?? 0),
       directFallbacks: (u?.directFallbacks ?? 0) + (c.directFallbacks ?? 0),
       waitTimers: u?.waitTimers ?? 0,
       enters: u?.enters ?? 0,
@@ -1293,7 +1294,7 @@ class EarlyInterrupts {
  */
 function mergeStats(own: SessionStats, workers: (Partial<SessionStats> | null)[], forwarding: boolean): SessionStats {
   const out: SessionStats = { ...own, ops: { ...own.ops }, latencyUs: { ...own.latencyUs }, stageLatencyUs: { ...own.stageLatencyUs }, threads: [...own.threads] };
-  const sum = ["ringRequests", "devRequests", "wakeups", "cqes", "submits", "inflight", "pinnedBytes", "fixedIo", "nativeSync", "nativeAsync", "nativeDirect", "directFallbacks", "waitTimers", "enters", "nativeRequests",
+  const sum = ["ringRequests", "devRequests", "wakeups", "cqes", "submits", "inflight", "pinnedBytes", "fixedIo", "nativeSync", "nativeAsync", "nativeDirect", "nativeFlushes", "directFallbacks", "waitTimers", "enters", "nativeRequests",
     "nativeReadBytes", "nativeWriteBytes", "nativeErrors", "ringRecovered", "errors", "replies", "forgets", "interrupts",
     "backedOps", "backedCopyFallbacks", "notifications", "notificationErrors", "retrieved", "zeroCopyRequests", "zeroCopyBytes"] as const;
   // Buffer pools: the workers' rings decide (a refusal anywhere shows).

@@ -28,6 +28,9 @@ export interface SessionStats {
   nativeAsync: number;
   /** Native requests on O_DIRECT handles: the backing file's page cache was bypassed. */
   nativeDirect: number;
+  /** FLUSHes the shim answered itself (close(dup()) of handles opened with `backingFlush`);
+   *  counted in nativeRequests too. */
+  nativeFlushes: number;
   /** Direct reads/writes the backing filesystem refused for alignment (EINVAL), redone on the
    *  handle's buffered descriptor (docs/DATAPLANE.md). */
   directFallbacks: number;

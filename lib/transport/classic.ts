@@ -35,7 +35,7 @@ export class ClassicSource implements Source {
     for (let i = 0; i < opts.slots; i++) {
       this.slots.push(makeSlot(this, i, n.fu_classic_header(h, i) as Pointer, n.fu_classic_payload(h, i) as Pointer, opts.payloadSize));
     }
-    this.statsView = new DataView(toArrayBuffer(n.fu_classic_stats(h) as Pointer, 0, 80));
+    this.statsView = new DataView(toArrayBuffer(n.fu_classic_stats(h) as Pointer, 0, 88));
   }
 
   /** Serve READ/WRITE/FSYNC of native handles on the reader thread (before start). */
@@ -90,11 +90,12 @@ export class ClassicSource implements Source {
     const errors = Number(v.getBigUint64(24, true));
     const u = (i: number) => Number(v.getBigUint64(i * 8, true));
     // shim/classic.zig Stats: reads, wakeups, replies, errors, native_requests,
-    // native_read_bytes, native_write_bytes, native_errors, direct_fallbacks, native_direct
+    // native_read_bytes, native_write_bytes, native_errors, direct_fallbacks, native_direct,
+    // native_flushes
     return {
       requests: reads, wakeups, cqes: 0, submits: 0, errors: errors + this.replyErrors, fixedIo: 0,
       nativeRequests: u(4), nativeReadBytes: u(5), nativeWriteBytes: u(6), nativeErrors: u(7),
-      directFallbacks: u(8), nativeDirect: u(9),
+      directFallbacks: u(8), nativeDirect: u(9), nativeFlushes: u(10),
     };
   }
 }

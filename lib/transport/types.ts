@@ -53,6 +53,8 @@ export interface SourceStats {
   nativeAsync?: number;
   /** Native requests on O_DIRECT handles (backing page cache bypassed). */
   nativeDirect?: number;
+  /** FLUSHes answered natively (close(dup()) of a backingFlush handle). */
+  nativeFlushes?: number;
   /** Direct reads/writes refused for alignment (EINVAL) and redone on the buffered descriptor. */
   directFallbacks?: number;
   /** Wait timers queued by the ring engine (one bounds many blocking waits). */
