@@ -12,7 +12,7 @@ import { randomBytes } from "node:crypto";
 import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import {
-  BUN, CLI, PYTHON, TRANSPORTS,
+  BUN, CLI, PYTHON, REPO, TRANSPORTS,
   cleanupAfterEach, fmt, fuseTest, isMounted, mountTmpfsSource, noneInDState, readStats, run, sha256, sha256sum, sh, shOk, sleep,
   spawnBg, startDaemon, transportHooks, unmountTmpfsSource, unmountTmpfsSources, type Stats,
   timeLimit,
@@ -156,6 +156,57 @@ os.close(fd)
         expect(Number(s.nativeRequests)).toBeGreaterThanOrEqual(256);
         expect(await d.stop("SIGTERM")).toBe(0);
       } finally {
+        await unmountTmpfs(src);
+      }
+    }, 90_000);
+
+    fuseTest("FLUSH (every close) of a passthrough file is answered by the shim; without backingFlush it reaches the flush handler", async () => {
+      const src = await mountTmpfs();
+      const stats = statsPath();
+      const dir = mkdtempSync("/tmp/fuse-uring-dp-flush-");
+      try {
+        // The passthrough opts in (OpenReply.backingFlush): 200 files written and closed by a
+        // child, each close a FLUSH the shim answers with close(dup(fd)); none reaches JS.
+        const d = await startDaemon(["--transport", transport, "--stats-file", stats], { command: ptCommand(src) });
+        await shOk(`for i in $(seq 200); do echo "line $i" > "$1/f$i"; done; cat "$1/f7" "$1/f200"`, [d.mnt]);
+        expect(readFileSync(`${src}/f7`, "utf8")).toBe("line 7\n");
+        const s = await readStats(stats, { until: (x) => Number(x.nativeFlushes) >= 202 });
+        expect(Number(s.nativeFlushes)).toBeGreaterThanOrEqual(202); // 200 writes + 2 reads (cat)
+        expect((s.ops as Record<string, number>).FLUSH ?? 0).toBe(0);
+        expect(Number(s.nativeRequests)).toBeGreaterThanOrEqual(Number(s.nativeFlushes));
+        expect(await d.stop("SIGTERM")).toBe(0);
+
+        // A filesystem whose open replies name a backingFd but not backingFlush keeps its own
+        // flush: every close reaches the handler (here a subclass that counts them).
+        const script = join(dir, "own-flush.ts");
+        writeFileSync(script, `
+import { PassthroughFS } from ${JSON.stringify(`${REPO}/lib/fs/passthrough.ts`)};
+import type { RequestContext } from ${JSON.stringify(`${REPO}/lib/fs/types.ts`)};
+class OwnFlush extends PassthroughFS {
+  protected override openReply(n: never, fd: number) {
+    const o = super.openReply(n, fd);
+    delete o.backingFlush;
+    return o;
+  }
+  override flush(ctx: RequestContext, ino: number, fh: number) {
+    process.stderr.write("fixture: flush\\n");
+    return super.flush(ctx, ino, fh);
+  }
+}
+export default () => new OwnFlush(process.env.PT_SRC!);
+`);
+        const stats2 = `${stats}.own`;
+        const d2 = await startDaemon(["--transport", transport, "--stats-file", stats2], { command: (mnt, args) => [BUN, CLI, "mount", script, mnt, ...args], env: { PT_SRC: src } });
+        await shOk(`for i in $(seq 20); do echo "again $i" > "$1/g$i"; done`, [d2.mnt]);
+        expect(readFileSync(`${src}/g20`, "utf8")).toBe("again 20\n");
+        const s2 = await readStats(stats2, { until: (x) => ((x.ops as Record<string, number>).FLUSH ?? 0) >= 20 });
+        expect((s2.ops as Record<string, number>).FLUSH).toBeGreaterThanOrEqual(20);
+        expect(Number(s2.nativeFlushes)).toBe(0);
+        expect(Number(s2.nativeWriteBytes)).toBeGreaterThan(0); // still a natively served file
+        expect(d2.stderr().split("fixture: flush").length - 1).toBeGreaterThanOrEqual(20);
+        expect(await d2.stop("SIGTERM")).toBe(0);
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
         await unmountTmpfs(src);
       }
     }, 90_000);
