@@ -27,8 +27,16 @@ function calibrate(hrSec: number, hrNsec: number): void {
   offNsec = ns;
 }
 
-/** The current wall-clock time as [seconds, nanoseconds] (monotonic non-decreasing within a process). */
-export function nowTimespec(): [number, number] {
+/**
+ * The time readClock() last read: [0] seconds, [1] nanoseconds. A filesystem's data path reads
+ * these two numbers right after readClock() instead of taking nowTimespec()'s array: a WRITE
+ * stamps mtime/ctime under the filesystem's lock, and an allocation there can start a garbage
+ * collection that holds the lock (and every other thread's request) for milliseconds.
+ */
+export const clockNow = new Float64Array(2);
+
+/** Read the wall clock into clockNow (monotonic non-decreasing within a process); allocates nothing. */
+export function readClock(): void {
   // performance.now(): monotonic milliseconds with nanosecond resolution, and unlike
   // process.hrtime() no array to allocate (this runs on the request path of every write).
   const ms = performance.now();
@@ -59,7 +67,14 @@ export function nowTimespec(): [number, number] {
     lastSec = sec;
     lastNsec = nsec;
   }
-  return [sec, nsec];
+  clockNow[0] = sec;
+  clockNow[1] = nsec;
+}
+
+/** The current wall-clock time as [seconds, nanoseconds] (monotonic non-decreasing within a process). */
+export function nowTimespec(): [number, number] {
+  readClock();
+  return [clockNow[0]!, clockNow[1]!];
 }
 
 /** A [sec, nsec] pair from milliseconds since the epoch (e.g. fs.Stats.mtimeMs). */

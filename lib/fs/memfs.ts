@@ -36,7 +36,7 @@ import type {
   Attr, CopiesPlan, CreateReply, DirFiller, Entry, InodeFS, OpenReply, RequestContext, SetattrChanges, Statfs,
 } from "./types.ts";
 import { S_IFBLK, S_IFCHR, S_IFDIR, S_IFIFO, S_IFLNK, S_IFMT, S_IFREG, S_IFSOCK } from "./types.ts";
-import { nowTimespec } from "./attr.ts";
+import { clockNow, nowTimespec, readClock } from "./attr.ts";
 import { PAGE, SEG_PAGES, pageOffset } from "../shared/pages.ts";
 import {
   C_PAGE0, C_PAGES, CHUNK_WORDS, MemState, type MemBuffers, N_ATIME_NS, N_CTIME_NS, N_GID, N_MODE, N_MTIME_NS, N_NLINK, N_OPENS,
@@ -437,7 +437,8 @@ export class MemFS implements InodeFS {
   // ---- helpers ------------------------------------------------------------------------------
 
   private touch(n: Node, which: number): void {
-    const [s, ns] = nowTimespec();
+    readClock();
+    const s = clockNow[0]!, ns = clockNow[1]!;
     if (which & T_A) {
       n.atime = s;
       n.atimeNsec = ns;
@@ -454,7 +455,8 @@ export class MemFS implements InodeFS {
 
   /** touch() by slot, for the data path (no Node view). */
   private touchSlot(slot: number, which: number): void {
-    const [s, ns] = nowTimespec();
+    readClock(); // (no [s, ns] array: this runs under the lock on every WRITE)
+    const s = clockNow[0]!, ns = clockNow[1]!;
     const NI = this.st.NI, NF = this.st.NF, i = slot * NODE_WORDS, f = i >> 1;
     if (which & T_A) {
       NF[f + NF_ATIME] = s;
