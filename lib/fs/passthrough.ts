@@ -309,6 +309,15 @@ export class PassthroughFS implements InodeFS {
   private mutex: SharedMutex | null = null;
   /** A worker's copy (not the main thread's instance): the shared state is not its to tear down. */
   readonly isCopy: boolean = false;
+  /**
+   * FLUSH may be answered by the shim (OpenReply.backingFlush): this class's flush is
+   * close(dup(fh)) and nothing else. Not when a subclass overrides flush (it expects the call)
+   * or adds POSIX locks (setlk: flush must then release lockOwner's locks).
+   */
+  private get nativeFlush(): boolean {
+    return (this.nativeFlushKnown ??= this.flush === PassthroughFS.prototype.flush && typeof (this as { setlk?: unknown }).setlk !== "function");
+  }
+  private nativeFlushKnown: boolean | undefined;
   protected info: InitInfo | null = null;
   /** Kernel passthrough is requested and still usable. */
   protected kernelPassthrough = false;
@@ -1124,7 +1133,7 @@ export class PassthroughFS implements InodeFS {
     // must clear set-user/group-ID bits, which needs the JS write path; and FLUSH, which here is
     // close(dup(fd)) (flush below) unless no descriptor is free for the dup.
     if (!this.kernelPassthrough || n.noPassthrough || (n.mode & S_IFMT) !== S_IFREG || !this.info) {
-      return n.mode & (S_ISUID | S_ISGID) ? { fh: fd } : { fh: fd, backingFd: fd, backingFlush: true };
+      return n.mode & (S_ISUID | S_ISGID) ? { fh: fd } : { fh: fd, backingFd: fd, backingFlush: this.nativeFlush };
     }
     if (!n.backingId) {
       try {
@@ -1134,7 +1143,7 @@ export class PassthroughFS implements InodeFS {
         if (errno === Errno.EPERM) {
           this.kernelPassthrough = false;
           this.log("pt-eperm", "fuse-uring: passthrough: kernel passthrough needs CAP_SYS_ADMIN (FUSE_DEV_IOC_BACKING_OPEN: EPERM); serving file data through the daemon");
-          return n.mode & (S_ISUID | S_ISGID) ? { fh: fd } : { fh: fd, backingFd: fd, backingFlush: true };
+          return n.mode & (S_ISUID | S_ISGID) ? { fh: fd } : { fh: fd, backingFd: fd, backingFlush: this.nativeFlush };
         } else {
           n.noPassthrough = true;
           this.log(`pt-${errno}`, `fuse-uring: passthrough: FUSE_DEV_IOC_BACKING_OPEN failed (${e instanceof Error ? e.message : String(e)}); such files are served through the daemon`);

@@ -64,6 +64,7 @@ export interface OpenReply {
    * nothing else (what close(2) of the caller's file does to the backing file), so the shim
    * answers FLUSH itself, one JavaScript request less per close(2) (stats `nativeFlushes`). The
    * flush handler is still called when no descriptor is free for the dup (it can make room).
+   * Not for a filesystem with POSIX locks (setlk): its flush must release `lockOwner`'s locks.
    */
   backingFlush?: boolean;
   /** Internal (set by the session, not by filesystems): FOPEN_IO_URING_ZERO_COPY, the shim

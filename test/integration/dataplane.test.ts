@@ -176,18 +176,13 @@ os.close(fd)
         expect(Number(s.nativeRequests)).toBeGreaterThanOrEqual(Number(s.nativeFlushes));
         expect(await d.stop("SIGTERM")).toBe(0);
 
-        // A filesystem whose open replies name a backingFd but not backingFlush keeps its own
-        // flush: every close reaches the handler (here a subclass that counts them).
+        // A subclass that overrides flush gets no backingFlush (PassthroughFS.nativeFlush): every
+        // close reaches its handler, and the file is still served natively.
         const script = join(dir, "own-flush.ts");
         writeFileSync(script, `
 import { PassthroughFS } from ${JSON.stringify(`${REPO}/lib/fs/passthrough.ts`)};
 import type { RequestContext } from ${JSON.stringify(`${REPO}/lib/fs/types.ts`)};
 class OwnFlush extends PassthroughFS {
-  protected override openReply(n: never, fd: number) {
-    const o = super.openReply(n, fd);
-    delete o.backingFlush;
-    return o;
-  }
   override flush(ctx: RequestContext, ino: number, fh: number) {
     process.stderr.write("fixture: flush\\n");
     return super.flush(ctx, ino, fh);
