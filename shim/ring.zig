@@ -790,15 +790,20 @@ pub const Ring = struct {
         const op_in = hdr + layout.op_in_offset;
         const fh = std.mem.readInt(u64, op_in[0..8], .little);
         const h = dp.lookup(fh) orelse return false;
+        self.beginNative(idx, opcode);
+        if (h.direct) self.stats.native_direct += 1;
+        self.prepNativeIo(idx, h);
+        return true;
+    }
+
+    /// The entry is the shim's from now on until finishNative answers it.
+    fn beginNative(self: *Ring, idx: u32, opcode: u32) void {
         self.state[idx] = .native;
         self.native_op[idx] = @intCast(opcode);
         self.native_fell_back[idx] = false;
         self.stats.native_requests += 1;
-        if (h.direct) self.stats.native_direct += 1;
         self.native_inflight += 1;
         if (self.native_inflight > self.stats.native_inflight_max) self.stats.native_inflight_max = self.native_inflight;
-        self.prepNativeIo(idx, h);
-        return true;
     }
 
     /// FLUSH of a mode_flush handle, synchronously (a dup and a close). False: JS answers it
@@ -808,12 +813,8 @@ pub const Ring = struct {
         const h = dp.lookup(std.mem.readInt(u64, op_in[0..8], .little)) orelse return false;
         if (h.flush_fd < 0) return false;
         const res = dataplane.flush(h.flush_fd) orelse return false;
-        self.state[idx] = .native;
-        self.native_op[idx] = dataplane.op_flush;
-        self.native_fell_back[idx] = false;
-        self.stats.native_requests += 1;
+        self.beginNative(idx, dataplane.op_flush);
         self.stats.native_flushes += 1;
-        self.native_inflight += 1;
         self.finishNative(idx, @intCast(res));
         return true;
     }

@@ -405,22 +405,6 @@ export class Dispatcher {
     return this.then(req, r, req.opcode === Op.COPY_FILE_RANGE ? this.writeReply : this.copyRange64Reply);
   }
 
-  private onSyncfs(req: Request): void {
-    return this.emptyReply(req);
-  }
-
-  private onLock(req: Request): void {
-    return this.lockRequest(req);
-  }
-
-  private onIoctl(req: Request): void {
-    return this.ioctlRequest(req);
-  }
-
-  private onPoll(req: Request): void {
-    return this.pollRequest(req);
-  }
-
   private onTmpfile(req: Request): void {
     const fs = this.fs;
     const h = req.slot.header;
@@ -811,11 +795,11 @@ ROUTES[Op.FALLOCATE] = Dispatcher.prototype["onFallocate"];
 ROUTES[Op.LSEEK] = Dispatcher.prototype["onLseek"];
 ROUTES[Op.COPY_FILE_RANGE] = Dispatcher.prototype["onCopyFileRange"];
 ROUTES[Op.COPY_FILE_RANGE_64] = Dispatcher.prototype["onCopyFileRange"];
-ROUTES[Op.SYNCFS] = Dispatcher.prototype["onSyncfs"];
-ROUTES[Op.GETLK] = Dispatcher.prototype["onLock"];
-ROUTES[Op.SETLK] = Dispatcher.prototype["onLock"];
-ROUTES[Op.SETLKW] = Dispatcher.prototype["onLock"];
-ROUTES[Op.IOCTL] = Dispatcher.prototype["onIoctl"];
-ROUTES[Op.POLL] = Dispatcher.prototype["onPoll"];
+ROUTES[Op.SYNCFS] = Dispatcher.prototype["emptyReply"];
+ROUTES[Op.GETLK] = Dispatcher.prototype["lockRequest"];
+ROUTES[Op.SETLK] = Dispatcher.prototype["lockRequest"];
+ROUTES[Op.SETLKW] = Dispatcher.prototype["lockRequest"];
+ROUTES[Op.IOCTL] = Dispatcher.prototype["ioctlRequest"];
+ROUTES[Op.POLL] = Dispatcher.prototype["pollRequest"];
 ROUTES[Op.TMPFILE] = Dispatcher.prototype["onTmpfile"];
 ROUTES[Op.DESTROY] = Dispatcher.prototype["onDestroy"];
