@@ -88,6 +88,9 @@ Tuning (measured defaults; for experiments and benchmarks, each also an environm
                                   thread (default: by queues per ring; FUSE_URING_NATIVE_SYNC_MAX)
   --no-pin                        do not pin worker threads to their queues' CPUs
                                   (FUSE_URING_NO_PIN=1)
+  --no-native-getattr             GETATTR always goes to the filesystem's handler; by default
+                                  the shim answers the passthrough's from its node table
+                                  (FUSE_URING_NATIVE_GETATTR=0)
   --lock-spin-us US               µs a thread spins on a shared filesystem lock before it
                                   sleeps (default 20; FUSE_URING_SPIN_US)
   --test NAME[=VALUE]             test options (the suite's fault injection): poison, fault=SPEC,
@@ -229,6 +232,7 @@ export function parseArgs(argv: string[]): Command {
       case "--ring-flags": cmd.ringFlags = intArg(flag, value(), 0, 2 ** 32 - 1); break;
       case "--native-sync-max": cmd.nativeSyncMax = intArg(flag, value(), 0, 1 << 30); break;
       case "--no-pin": cmd.pin = false; break;
+      case "--no-native-getattr": cmd.nativeGetattr = false; break;
       case "--lock-spin-us": cmd.lockSpinMicros = intArg(flag, value(), 0, 1_000_000); break;
       case "--test": {
         const t = strArg(flag, value());

@@ -53,6 +53,8 @@ export interface MountCommand {
   nativeSyncMax?: number;
   /** false: --no-pin. */
   pin?: boolean;
+  /** false: --no-native-getattr. */
+  nativeGetattr?: boolean;
   lockSpinMicros?: number;
   /** --test NAME[=VALUE]: the suite's test options. */
   test?: { poison?: boolean; fault?: string; poolFault?: string };

@@ -55,6 +55,9 @@ export const symbols = {
   fu_dataplane_create: { args: [u32, ptr], returns: ptr },
   fu_dataplane_set: { args: [ptr, u32, i32, u32], returns: i32 },
   fu_dataplane_destroy: { args: [ptr], returns: vd },
+  fu_dataplane_enable_nodes: { args: [ptr, u32, u64, u32], returns: i32 },
+  fu_dataplane_node_set: { args: [ptr, u64, i32], returns: i32 },
+  fu_dataplane_node_clear: { args: [ptr, u64], returns: vd },
   fu_abi_version: { args: [], returns: u32 },
 } as const;
 
@@ -66,7 +69,7 @@ export const SHIM_NAME = "libfuse_uring_shim.so";
  * incompatible changes). A shim built from another checkout or an older prebuilt copy would
  * otherwise load and misbehave in ways that look like kernel bugs.
  */
-export const EXPECTED_SHIM_ABI = 6;
+export const EXPECTED_SHIM_ABI = 7;
 
 const REBUILD_HINT = "rebuild it from this checkout with `bash scripts/setup.sh` (or point FUSE_URING_SHIM at a matching build)";
 

@@ -37,6 +37,8 @@ pub const Stats = extern struct {
     native_direct: u64 = 0,
     /// FLUSHes answered natively (mode_flush handles: close(dup(fd)), no JS).
     native_flushes: u64 = 0,
+    /// GETATTRs answered natively from the node table (ABI 7).
+    native_getattrs: u64 = 0,
 };
 
 /// Payload regions get this much slack beyond `payload_size`: normalization moves up to 40
@@ -401,6 +403,7 @@ pub const Classic = struct {
     fn serveNative(self: *Classic, hdr: [*]u8, pay: [*]u8) bool {
         const dp = self.dp orelse return false;
         const opcode = std.mem.readInt(u32, hdr[4..8], .little);
+        if (opcode == dataplane.op_getattr) return self.getattrNative(dp, hdr, pay);
         const flushing = opcode == dataplane.op_flush;
         if (!flushing and !dataplane.servedOp(opcode)) return false;
         const op_in = hdr + layout.op_in_offset;
@@ -430,6 +433,21 @@ pub const Classic = struct {
                 self.stats.direct_fallbacks += 1;
             }
         }
+        self.answerNative(hdr, pay, opcode, res);
+        return true;
+    }
+
+    /// GETATTR from the data plane's node table (one statx). False: JS answers it.
+    fn getattrNative(self: *Classic, dp: *const dataplane.DataPlane, hdr: [*]u8, pay: [*]u8) bool {
+        const t = dp.nodeTable() orelse return false;
+        const res = t.getattr(std.mem.readInt(u64, hdr[layout.nodeid_offset..][0..8], .little), pay) orelse return false;
+        self.stats.native_getattrs += 1;
+        self.answerNative(hdr, pay, dataplane.op_getattr, res);
+        return true;
+    }
+
+    /// Encode and write the answer of a natively served request (one writev).
+    fn answerNative(self: *Classic, hdr: [*]u8, pay: [*]u8, opcode: u32, res: i64) void {
         var tally: dataplane.Tally = .{};
         const out_len = dataplane.encodeAnswer(hdr, pay, opcode, res, &tally);
         self.stats.native_errors += tally.errors;
@@ -446,7 +464,6 @@ pub const Classic = struct {
         // ENOENT: the request was interrupted/aborted meanwhile; nothing else to do.
         if (sys.errnoOf(wrc) != .SUCCESS) _ = @atomicRmw(u64, &self.stats.errors, .Add, 1, .monotonic);
         self.stats.native_requests += 1;
-        return true;
     }
 
     fn normalizeSlot(self: *Classic, hdr: [*]u8, pay: [*]u8, len: u32) void {

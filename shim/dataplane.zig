@@ -48,6 +48,8 @@ pub const DataPlane = struct {
     direct: []bool,
     /// Per slot: the descriptor a native FLUSH duplicates and closes (mode_flush), or -1.
     flushes: []i32,
+    /// Node descriptors GETATTR is answered from (enableNodes), or null: every GETATTR goes to JS.
+    nodes: ?*NodeTable = null,
 
     pub fn create(capacity: u32, err: *i32) ?*DataPlane {
         if (capacity == 0 or capacity > max_capacity) {
@@ -84,6 +86,7 @@ pub const DataPlane = struct {
 
     pub fn destroy(self: *DataPlane) void {
         const allocator = std.heap.page_allocator;
+        if (self.nodes) |t| t.destroy();
         for (self.owned) |fd| if (fd >= 0) sys.closeFd(fd);
         if (self.fds.len > 0) allocator.free(self.fds);
         if (self.fallbacks.len > 0) allocator.free(self.fallbacks);
@@ -138,6 +141,20 @@ pub const DataPlane = struct {
         return 0;
     }
 
+    /// From now on GETATTR is answered from a node table of 2^log2 entries (once; it lives as
+    /// long as the data plane). Published atomically: transports serving meanwhile see it or not.
+    pub fn enableNodes(self: *DataPlane, log2: u5, ttl_sec: u64, ttl_nsec: u32) i32 {
+        if (@atomicLoad(?*NodeTable, &self.nodes, .acquire) != null) return sys.neg(.EXIST);
+        var err: i32 = 0;
+        const t = NodeTable.create(log2, ttl_sec, ttl_nsec, &err) orelse return err;
+        @atomicStore(?*NodeTable, &self.nodes, t, .release);
+        return 0;
+    }
+
+    pub fn nodeTable(self: *const DataPlane) ?*NodeTable {
+        return @atomicLoad(?*NodeTable, &self.nodes, .acquire);
+    }
+
     /// The handle of a native fh, or null when `fh` is not one (the request goes to JS).
     pub fn lookup(self: *const DataPlane, fh: u64) ?Handle {
         if (fh < fh_tag) return null;
@@ -149,6 +166,188 @@ pub const DataPlane = struct {
         return .{ .fd = fd, .fallback = self.fallbacks[i], .direct = self.direct[i], .flush_fd = self.flushes[i] };
     }
 };
+
+// ---- node table: GETATTR without JS -----------------------------------------------------------
+
+/// A table of node id → descriptor (the filesystem's O_PATH descriptor of the node, owned by
+/// the filesystem) that GETATTR is answered from: statx of the descriptor, encoded as
+/// fuse_attr_out with the session's attribute TTL (docs/DATAPLANE.md "Native GETATTR").
+///
+/// Index = node id & mask; an entry holds one node (a second node with the same index is
+/// refused and served by JS). The filesystem sets an entry when a node gets its descriptor and
+/// clears it before closing that descriptor (eviction, deletion, FORGET). Its calls come one at
+/// a time (under its table lock); the transports' threads read concurrently. A reader counts
+/// itself in `users` before it loads the descriptor, and clear() waits until no reader of the
+/// entry is left before it returns, so a descriptor number is never statx'ed after the
+/// filesystem closed it (and possibly reused it for another file).
+pub const NodeTable = struct {
+    ids: []u64,
+    fds: []i32,
+    users: []u32,
+    mask: u64,
+    ttl_sec: u64,
+    ttl_nsec: u32,
+
+    pub const max_log2: u5 = 22;
+
+    pub fn create(log2: u5, ttl_sec: u64, ttl_nsec: u32, err: *i32) ?*NodeTable {
+        if (log2 == 0 or log2 > max_log2 or ttl_nsec >= 1_000_000_000) {
+            err.* = sys.neg(.INVAL);
+            return null;
+        }
+        const allocator = std.heap.page_allocator;
+        const n: usize = @as(usize, 1) << log2;
+        const self = allocator.create(NodeTable) catch {
+            err.* = sys.neg(.NOMEM);
+            return null;
+        };
+        self.* = .{ .ids = &.{}, .fds = &.{}, .users = &.{}, .mask = n - 1, .ttl_sec = ttl_sec, .ttl_nsec = ttl_nsec };
+        self.ids = allocator.alloc(u64, n) catch return self.failed(err);
+        @memset(self.ids, 0);
+        self.fds = allocator.alloc(i32, n) catch return self.failed(err);
+        @memset(self.fds, -1);
+        self.users = allocator.alloc(u32, n) catch return self.failed(err);
+        @memset(self.users, 0);
+        return self;
+    }
+
+    fn failed(self: *NodeTable, err: *i32) ?*NodeTable {
+        self.destroy();
+        err.* = sys.neg(.NOMEM);
+        return null;
+    }
+
+    pub fn destroy(self: *NodeTable) void {
+        const allocator = std.heap.page_allocator;
+        if (self.ids.len > 0) allocator.free(self.ids);
+        if (self.fds.len > 0) allocator.free(self.fds);
+        if (self.users.len > 0) allocator.free(self.users);
+        allocator.destroy(self);
+    }
+
+    fn index(self: *const NodeTable, nodeid: u64) usize {
+        return @intCast(nodeid & self.mask);
+    }
+
+    /// Node `nodeid` is answered from `fd` from now on: 0, or -EBUSY when its entry holds
+    /// another node (JS answers this one).
+    pub fn set(self: *NodeTable, nodeid: u64, fd: i32) i32 {
+        assert(fd >= 0 and nodeid != 0);
+        const i = self.index(nodeid);
+        const cur = @atomicLoad(i32, &self.fds[i], .seq_cst);
+        if (cur >= 0) {
+            // The filesystem clears before it sets again; the same node set twice keeps one fd.
+            return if (@atomicLoad(u64, &self.ids[i], .seq_cst) == nodeid and cur == fd) 0 else sys.neg(.BUSY);
+        }
+        @atomicStore(u64, &self.ids[i], nodeid, .seq_cst);
+        @atomicStore(i32, &self.fds[i], fd, .seq_cst);
+        return 0;
+    }
+
+    /// Node `nodeid`'s descriptor is about to be closed: no reader uses it once this returns.
+    pub fn clear(self: *NodeTable, nodeid: u64) void {
+        const i = self.index(nodeid);
+        if (@atomicLoad(u64, &self.ids[i], .seq_cst) != nodeid) return;
+        if (@atomicRmw(i32, &self.fds[i], .Xchg, -1, .seq_cst) < 0) return;
+        // A reader that counted itself before the exchange may still be in its statx (a few
+        // microseconds); one that counts itself after it sees -1.
+        var spins: u32 = 0;
+        while (@atomicLoad(u32, &self.users[i], .seq_cst) != 0) : (spins += 1) {
+            if (spins < 100) std.atomic.spinLoopHint() else _ = linux.sched_yield();
+        }
+    }
+
+    /// GETATTR of `nodeid` into `pay` (fuse_attr_out): its size, or null when the node has no
+    /// entry or the statx failed (JS answers then, with its own errors and fallbacks).
+    pub fn getattr(self: *NodeTable, nodeid: u64, pay: [*]u8) ?i64 {
+        const i = self.index(nodeid);
+        _ = @atomicRmw(u32, &self.users[i], .Add, 1, .seq_cst);
+        defer _ = @atomicRmw(u32, &self.users[i], .Sub, 1, .seq_cst);
+        const fd = @atomicLoad(i32, &self.fds[i], .seq_cst);
+        if (fd < 0 or @atomicLoad(u64, &self.ids[i], .seq_cst) != nodeid) return null;
+        var stx: linux.Statx = undefined;
+        const rc = linux.statx(fd, "", linux.AT.EMPTY_PATH | linux.AT.SYMLINK_NOFOLLOW, linux.STATX_BASIC_STATS, &stx);
+        if (sys.errnoOf(rc) != .SUCCESS) return null;
+        encodeAttrOut(pay, &stx, self.ttl_sec, self.ttl_nsec);
+        return attr_out_size;
+    }
+};
+
+/// struct fuse_attr_out: attr_valid, attr_valid_nsec, dummy, struct fuse_attr (88 bytes).
+pub const attr_out_size: u32 = 104;
+
+/// fuse_attr_out from a statx, as lib/protocol/codec.ts encodeAttrOut does from the Attr the
+/// passthrough builds (lib/fs/passthrough/stat.ts attr()).
+pub fn encodeAttrOut(pay: [*]u8, stx: *const linux.Statx, ttl_sec: u64, ttl_nsec: u32) void {
+    const w = struct {
+        fn u64at(p: [*]u8, off: usize, v: u64) void {
+            std.mem.writeInt(u64, p[off..][0..8], v, .little);
+        }
+        fn u32at(p: [*]u8, off: usize, v: u32) void {
+            std.mem.writeInt(u32, p[off..][0..4], v, .little);
+        }
+    };
+    w.u64at(pay, 0, ttl_sec);
+    w.u32at(pay, 8, ttl_nsec);
+    w.u32at(pay, 12, 0);
+    const a = pay + 16;
+    w.u64at(a, 0, stx.ino);
+    w.u64at(a, 8, stx.size);
+    w.u64at(a, 16, stx.blocks);
+    w.u64at(a, 24, @bitCast(stx.atime.sec));
+    w.u64at(a, 32, @bitCast(stx.mtime.sec));
+    w.u64at(a, 40, @bitCast(stx.ctime.sec));
+    w.u32at(a, 48, stx.atime.nsec);
+    w.u32at(a, 52, stx.mtime.nsec);
+    w.u32at(a, 56, stx.ctime.nsec);
+    w.u32at(a, 60, stx.mode);
+    w.u32at(a, 64, stx.nlink);
+    w.u32at(a, 68, stx.uid);
+    w.u32at(a, 72, stx.gid);
+    // The kernel's 32-bit device encoding (new_encode_dev).
+    w.u32at(a, 76, (stx.rdev_minor & 0xff) | (stx.rdev_major << 8) | ((stx.rdev_minor & ~@as(u32, 0xff)) << 12));
+    w.u32at(a, 80, if (stx.blksize != 0) stx.blksize else 4096);
+    w.u32at(a, 84, 0);
+}
+
+test "node table: set, getattr, clear; a second node on the same entry is refused" {
+    var err: i32 = 0;
+    const t = NodeTable.create(2, 5, 250_000_000, &err).?;
+    defer t.destroy();
+    const rc = linux.openat(linux.AT.FDCWD, "/dev/null", .{ .PATH = true, .CLOEXEC = true }, 0);
+    try std.testing.expect(sys.errnoOf(rc) == .SUCCESS);
+    const fd: i32 = @intCast(rc);
+    defer sys.closeFd(fd);
+    var pay: [attr_out_size]u8 = @splat(0xee);
+    try std.testing.expectEqual(@as(?i64, null), t.getattr(5, &pay));
+    try std.testing.expectEqual(@as(i32, 0), t.set(5, fd));
+    try std.testing.expectEqual(@as(i32, 0), t.set(5, fd));
+    try std.testing.expect(t.set(9, fd) < 0); // 9 & 3 == 5 & 3
+    try std.testing.expectEqual(@as(?i64, attr_out_size), t.getattr(5, &pay));
+    try std.testing.expectEqual(@as(?i64, null), t.getattr(9, &pay));
+    var stx: linux.Statx = undefined;
+    _ = linux.statx(fd, "", linux.AT.EMPTY_PATH, linux.STATX_BASIC_STATS, &stx);
+    try std.testing.expectEqual(@as(u64, 5), std.mem.readInt(u64, pay[0..8], .little));
+    try std.testing.expectEqual(@as(u32, 250_000_000), std.mem.readInt(u32, pay[8..12], .little));
+    try std.testing.expectEqual(stx.ino, std.mem.readInt(u64, pay[16..24], .little));
+    try std.testing.expectEqual(@as(u32, stx.mode), std.mem.readInt(u32, pay[16 + 60 ..][0..4], .little));
+    // /dev/null is char device 1:3.
+    try std.testing.expectEqual(@as(u32, (1 << 8) | 3), std.mem.readInt(u32, pay[16 + 76 ..][0..4], .little));
+    t.clear(9); // not its node: nothing happens
+    try std.testing.expectEqual(@as(?i64, attr_out_size), t.getattr(5, &pay));
+    t.clear(5);
+    try std.testing.expectEqual(@as(?i64, null), t.getattr(5, &pay));
+    try std.testing.expectEqual(@as(i32, 0), t.set(9, fd));
+    try std.testing.expectEqual(@as(u32, 0), t.users[1]);
+}
+
+test "encodeAnswer: getattr answers carry the attr bytes" {
+    var hdr: [288]u8 = @splat(0);
+    var pay: [attr_out_size]u8 = @splat(0);
+    var t: Tally = .{};
+    try std.testing.expectEqual(attr_out_size, encodeAnswer(&hdr, &pay, op_getattr, attr_out_size, &t));
+    try std.testing.expectEqual(@as(u32, 16 + attr_out_size), std.mem.readInt(u32, hdr[0..4], .little));
+}
 
 const o_direct: u32 = @bitCast(linux.O{ .DIRECT = true });
 /// Status flags a reopen keeps (F_GETFL also reports O_LARGEFILE and O_NONBLOCK; the access
@@ -183,6 +382,7 @@ pub fn transfer(fd: i32, opcode: u32, pay: [*]u8, size: u32, offset: u64) i64 {
 }
 
 /// Opcodes the data plane serves (fuse_kernel.h).
+pub const op_getattr: u32 = 3;
 pub const op_read: u32 = 15;
 pub const op_write: u32 = 16;
 pub const op_fsync: u32 = 20;
@@ -231,6 +431,8 @@ pub fn encodeAnswer(hdr: [*]u8, pay: [*]u8, opcode: u32, res: i64, tally: *Tally
     } else if (opcode == op_read) {
         out_len = @intCast(res);
         tally.read_bytes += out_len;
+    } else if (opcode == op_getattr) {
+        out_len = @intCast(res); // fuse_attr_out, written by NodeTable.getattr
     } else if (opcode == op_write) {
         std.mem.writeInt(u32, pay[0..4], @intCast(res), .little);
         std.mem.writeInt(u32, pay[4..8], 0, .little);

@@ -10,6 +10,7 @@ pub const header_stride = 512;
 pub const header_size = 288;
 
 pub const in_header_size = 40; // fuse_in_header
+pub const nodeid_offset = 16; // fuse_in_header.nodeid
 pub const out_header_size = 16; // fuse_out_header
 pub const op_in_offset = 128; // fuse_uring_req_header.op_in
 pub const op_in_size = 128;

@@ -102,6 +102,9 @@ pub const Stats = extern struct {
     // ---- ABI 6 ----
     /// FLUSHes answered natively (mode_flush handles: close(dup(fd)), no JS).
     native_flushes: u64 = 0,
+    // ---- ABI 7 ----
+    /// GETATTRs answered natively from the node table (no JS).
+    native_getattrs: u64 = 0,
 };
 
 /// Buffer pools asked for by fu_ring_create_pooled (docs/BUFFERS.md). `base` is memory the
@@ -786,6 +789,7 @@ pub const Ring = struct {
         const hdr = self.header(idx).?;
         const opcode = std.mem.readInt(u32, hdr[4..8], .little);
         if (opcode == dataplane.op_flush) return self.flushNative(dp, idx);
+        if (opcode == dataplane.op_getattr) return self.getattrNative(dp, idx);
         if (!dataplane.servedOp(opcode)) return false;
         const op_in = hdr + layout.op_in_offset;
         const fh = std.mem.readInt(u64, op_in[0..8], .little);
@@ -815,6 +819,20 @@ pub const Ring = struct {
         const res = dataplane.flush(h.flush_fd) orelse return false;
         self.beginNative(idx, dataplane.op_flush);
         self.stats.native_flushes += 1;
+        self.finishNative(idx, @intCast(res));
+        return true;
+    }
+
+    /// GETATTR of a node in the data plane's node table, synchronously (one statx). False: JS
+    /// answers it (no table, node not in it, the statx failed, or no payload buffer).
+    fn getattrNative(self: *Ring, dp: *const DataPlane, idx: u32) bool {
+        const t = dp.nodeTable() orelse return false;
+        const b = self.entryBuf(idx) orelse return false;
+        comptime assert(dataplane.attr_out_size <= 4096); // payload_size is at least a page
+        const nodeid = std.mem.readInt(u64, self.header(idx).?[layout.nodeid_offset..][0..8], .little);
+        const res = t.getattr(nodeid, b.ptr) orelse return false;
+        self.beginNative(idx, dataplane.op_getattr);
+        self.stats.native_getattrs += 1;
         self.finishNative(idx, @intCast(res));
         return true;
     }
@@ -891,7 +909,7 @@ pub const Ring = struct {
         const opcode: u32 = self.native_op[idx];
         var r = first_res;
         // (A FLUSH's result is final: its close is never repeated.)
-        if (opcode != dataplane.op_flush and (r == sys.neg(.INTR) or r == sys.neg(.AGAIN) or r == sys.neg(.INVAL))) {
+        if (opcode != dataplane.op_flush and opcode != dataplane.op_getattr and (r == sys.neg(.INTR) or r == sys.neg(.AGAIN) or r == sys.neg(.INVAL))) {
             const op_in = hdr + layout.op_in_offset;
             const fh = std.mem.readInt(u64, op_in[0..8], .little);
             if (self.dp.?.lookup(fh)) |found| {
@@ -918,7 +936,7 @@ pub const Ring = struct {
         // Only a successful WRITE writes payload (its write_out; the kernel gives WRITEs a pool
         // buffer even on zero-copy). A zero-copy READ has no buffer at all.
         var pay: [*]u8 = hdr; // not written unless r >= 0 and WRITE
-        if (r >= 0 and opcode == dataplane.op_write) {
+        if (r >= 0 and (opcode == dataplane.op_write or opcode == dataplane.op_getattr)) {
             if (self.entryBuf(idx)) |b| pay = b.ptr else r = sys.neg(.IO);
         }
         var tally: dataplane.Tally = .{};

@@ -9,6 +9,7 @@ const ring = @import("ring.zig");
 const queue = @import("queue.zig");
 const bell = @import("bell.zig");
 const dataplane = @import("dataplane.zig");
+const sys = @import("sys.zig");
 const uring = @import("uring.zig");
 
 const Classic = classic.Classic;
@@ -17,7 +18,7 @@ const Completion = queue.Completion;
 
 /// Bumped on any incompatible ABI change so TypeScript can refuse a stale library.
 export fn fu_abi_version() u32 {
-    return 6;
+    return 7;
 }
 
 /// -errno of the last failed `fu_classic_create` (JS thread only, so no atomics needed).
@@ -196,6 +197,25 @@ export fn fu_dataplane_create(capacity: u32, err_out: *i32) ?*dataplane.DataPlan
 
 export fn fu_dataplane_set(dp: *dataplane.DataPlane, slot: u32, fd: i32, mode: u32) i32 {
     return dp.set(slot, fd, mode);
+}
+
+/// GETATTR answered from a node table of 2^log2 entries from now on (attr TTL ttl_sec + ttl_nsec).
+export fn fu_dataplane_enable_nodes(dp: *dataplane.DataPlane, log2: u32, ttl_sec: u64, ttl_nsec: u32) i32 {
+    if (log2 == 0 or log2 > dataplane.NodeTable.max_log2) return sys.neg(.INVAL);
+    return dp.enableNodes(@intCast(log2), ttl_sec, ttl_nsec);
+}
+
+/// Node `nodeid`'s GETATTR is answered from `fd` (0, -EBUSY: its entry holds another node, or
+/// -ENOENT: no node table).
+export fn fu_dataplane_node_set(dp: *dataplane.DataPlane, nodeid: u64, fd: i32) i32 {
+    const t = dp.nodeTable() orelse return sys.neg(.NOENT);
+    if (fd < 0 or nodeid == 0) return sys.neg(.INVAL);
+    return t.set(nodeid, fd);
+}
+
+/// Before closing node `nodeid`'s descriptor: returns once no thread uses it any more.
+export fn fu_dataplane_node_clear(dp: *dataplane.DataPlane, nodeid: u64) void {
+    if (dp.nodeTable()) |t| t.clear(nodeid);
 }
 
 export fn fu_dataplane_destroy(dp: *dataplane.DataPlane) void {

@@ -37,7 +37,7 @@ describe("CLI arguments", () => {
     const r = cli(["--help"]);
     expect(r.code).toBe(0);
     for (const opt of ["--transport", "--queue-depth", "--max-write", "--stats-file", "--debug", "--allow-other", "--ro", "--fsname", "--subtype", "-o OPT", "--version", "fuse-uring stats MOUNTPOINT", "3  connection aborted", "4  fail-stop", "--fd-budget", "--no-file-handles",
-      "--slow-request-ms", "--ring-wait-us", "--ring-flags", "--native-sync-max", "--no-pin", "--lock-spin-us", "--test NAME"]) {
+      "--slow-request-ms", "--ring-wait-us", "--ring-flags", "--native-sync-max", "--no-pin", "--no-native-getattr", "--lock-spin-us", "--test NAME"]) {
       expect(r.out).toContain(opt);
     }
   });
@@ -61,8 +61,8 @@ describe("CLI arguments", () => {
 
   test("tuning knobs are flags; test knobs are --test options (lib/knobs.ts)", () => {
     const c = parseArgs(["mount", "--memfs", "/mnt/c", "--slow-request-ms", "500", "--ring-wait-us=2000", "--ring-flags", "4096", "--native-sync-max", "65536", "--no-pin",
-      "--lock-spin-us", "0", "--test", "poison", "--test", "fault=worker-exit:1:5"]);
-    expect(c).toMatchObject({ slowRequestMs: 500, ringWaitMicros: 2000, ringFlags: 4096, nativeSyncMax: 65536, pin: false, lockSpinMicros: 0, test: { poison: true, fault: "worker-exit:1:5" } });
+      "--no-native-getattr", "--lock-spin-us", "0", "--test", "poison", "--test", "fault=worker-exit:1:5"]);
+    expect(c).toMatchObject({ slowRequestMs: 500, ringWaitMicros: 2000, ringFlags: 4096, nativeSyncMax: 65536, pin: false, nativeGetattr: false, lockSpinMicros: 0, test: { poison: true, fault: "worker-exit:1:5" } });
     const d = parseArgs(["mount", "--memfs", "/mnt/c"]) as { pin?: boolean; test?: unknown; ringWaitMicros?: number };
     expect([d.pin, d.test, d.ringWaitMicros]).toEqual([undefined, undefined, undefined]);
   });

@@ -17,7 +17,7 @@ import { FailStopError } from "../lib/shared/fail-stop.ts";
 
 /** Every key of InodeFS: a request handler, or a declaration the engine reads. */
 const HANDLERS = {
-  threads: "declaration", replicable: "declaration", copies: "declaration", init: "handler", destroy: "handler",
+  threads: "declaration", replicable: "declaration", copies: "declaration", nativeGetattr: "declaration", init: "handler", destroy: "handler",
   lookup: "handler", forget: "handler", getattr: "handler", setattr: "handler", readlink: "handler", symlink: "handler",
   mknod: "handler", mkdir: "handler", unlink: "handler", rmdir: "handler", rename: "handler", link: "handler",
   open: "handler", read: "handler", write: "handler", flush: "handler", release: "handler", fsync: "handler",

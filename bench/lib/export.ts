@@ -37,6 +37,8 @@ export const EXPORT_HELP = `Usage: bun bench/run.ts --workload export [options]
   --warmup S           unmeasured fio run (1×1, S seconds) on every mount after it comes up
                        (default 1; 0 = none): the steady state, not a fresh daemon's start
   --shapes LIST        QD×jobs to run (default 1x1,64x1,1x4,64x4)
+  --variant "A B"      also fuse-uring with these extra CLI arguments (repeatable): an A/B of
+                       an option in the same interleaved run (e.g. --variant "--no-pin")
   --no-cache           leave out the --backing-cache configuration
   --out DIR            results directory (default bench/results/<timestamp>-export)
 `;
@@ -50,6 +52,7 @@ interface ExportOptions {
   ptArgs: string[];
   deep: boolean;
   depths: number[];
+  variants: string[][];
   shapes: Array<{ qd: number; jobs: number }>;
   cache: boolean;
   warmupS: number;
@@ -102,7 +105,7 @@ interface ExportSample {
 
 function parse(argv: string[]): ExportOptions {
   const o: ExportOptions = {
-    reps: 3, runtimeS: 10, size: "1G", dir: "/var/tmp", libfuse: process.env.FUSE_URING_LIBFUSE || null, ptArgs: [], deep: false, depths: [], shapes: SHAPES, cache: true, warmupS: 1, out: null, quick: false,
+    reps: 3, runtimeS: 10, size: "1G", dir: "/var/tmp", libfuse: process.env.FUSE_URING_LIBFUSE || null, ptArgs: [], deep: false, depths: [], variants: [], shapes: SHAPES, cache: true, warmupS: 1, out: null, quick: false,
   };
   let reps: number | null = null, runtime: number | null = null, size: string | null = null;
   for (let i = 0; i < argv.length; i++) {
@@ -123,6 +126,7 @@ function parse(argv: string[]): ExportOptions {
       case "--pt-args": o.ptArgs = val().split(/\s+/).filter(Boolean); break;
       case "--deep": o.deep = true; break;
       case "--depths": o.depths = val().split(",").map((x) => Number(x)).filter((x) => Number.isInteger(x) && x > 0); break;
+      case "--variant": o.variants.push(val().split(/\s+/).filter(Boolean)); break;
       case "--no-cache": o.cache = false; break;
       case "--warmup": o.warmupS = Math.max(0, Math.round(Number(val()) || 0)); break; // fio: whole seconds
       case "--shapes": o.shapes = val().split(",").map((x) => {
@@ -149,6 +153,7 @@ function configs(o: ExportOptions): ExportConfig[] {
   if (o.deep) c.push({ id: "pt-deep", label: "fuse-uring passthrough, queue depth 64", kind: "pt", args: ["--queue-depth", "64", "--max-write", "131072", ...o.ptArgs], colour: "#a63603" });
   const shades = ["#fee6ce", "#fdd0a2", "#fd8d3c", "#e6550d", "#7f2704"];
   o.depths.forEach((d, i) => c.push({ id: `pt-d${d}`, label: `fuse-uring passthrough, queue depth ${d}`, kind: "pt", args: ["--queue-depth", String(d), ...o.ptArgs], colour: shades[i % shades.length]! }));
+  o.variants.forEach((v, i) => c.push({ id: `pt-v${i + 1}`, label: `fuse-uring passthrough ${v.join(" ")}`, kind: "pt", args: [...v, ...o.ptArgs], colour: shades[(i + 2) % shades.length]! }));
   if (o.cache) c.push({ id: "pt-cache", label: "fuse-uring passthrough --backing-cache", kind: "pt", args: ["--backing-cache", ...o.ptArgs], colour: "#fdae6b" });
   if (o.libfuse) c.push({ id: "libfuse", label: "libfuse passthrough_hp -o io_uring --nopassthrough", kind: "libfuse", args: ["--nopassthrough", "-o", "io_uring"], colour: "#6a51a3" });
   return c;

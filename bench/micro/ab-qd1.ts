@@ -28,7 +28,7 @@ const ticksOf = (pid: number) => {
   const f = s.slice(s.lastIndexOf(")") + 2).split(" ");
   return Number(f[11]) + Number(f[12]); // utime + stime, 1/100 s
 };
-const results: Record<string, { iops: number; cpu: number }[]> = {};
+const results: Record<string, { iops: number; cpu: number; p99?: number }[]> = {};
 for (let r = 0; r < Number(rounds); r++) {
   for (const tree of trees) {
     const mnt = mkdtempSync("/tmp/ab-mnt-");
@@ -75,7 +75,8 @@ for (let r = 0; r < Number(rounds); r++) {
     const fio = spawnSync(fioArgs(4));
     const t1 = ticksOf(d.pid);
     const read = JSON.parse(fio.stdout.toString()).jobs[0][rw === "randread" ? "read" : "write"];
-    (results[tree] ??= []).push({ iops: Math.round(read.iops), cpu: ((t1 - t0) * 10_000) / read.total_ios });
+    const p99 = Number(read.clat_ns?.percentile?.["99.000000"] ?? NaN) / 1000;
+    (results[tree] ??= []).push({ iops: Math.round(read.iops), cpu: ((t1 - t0) * 10_000) / read.total_ios, p99 });
     d.kill("SIGTERM");
     await d.exited;
     spawnSync(["umount", src]);
@@ -85,5 +86,6 @@ for (let r = 0; r < Number(rounds); r++) {
 const median = (a: number[]) => [...a].sort((x, y) => x - y)[Math.floor(a.length / 2)]!;
 for (const [tree, rs] of Object.entries(results)) {
   console.log(`${tree}: IOPS ${rs.map((r) => r.iops).join(", ")} (median ${median(rs.map((r) => r.iops))}); ` +
-    `daemon CPU µs/request ${rs.map((r) => r.cpu.toFixed(1)).join(", ")} (median ${median(rs.map((r) => r.cpu)).toFixed(1)})`);
+    `daemon CPU µs/request ${rs.map((r) => r.cpu.toFixed(1)).join(", ")} (median ${median(rs.map((r) => r.cpu)).toFixed(1)})` +
+    (rs[0]?.p99 !== undefined ? `; fio p99 µs ${rs.map((r) => r.p99!.toFixed(1)).join(", ")} (median ${median(rs.map((r) => r.p99!)).toFixed(1)})` : ""));
 }

@@ -68,6 +68,7 @@ function knobFlags(cmd: MountCommand): Partial<MountOptions> {
   if (cmd.ringFlags !== undefined) o.ringSetupFlags = cmd.ringFlags;
   if (cmd.nativeSyncMax !== undefined) o.nativeSyncMax = cmd.nativeSyncMax;
   if (cmd.pin === false) o.pinWorkers = false;
+  if (cmd.nativeGetattr === false) o.nativeGetattr = false;
   if (cmd.test?.poison) o.poison = true;
   if (cmd.test?.fault) o.fault = cmd.test.fault;
   if (cmd.test?.poolFault) o.poolFault = cmd.test.poolFault;

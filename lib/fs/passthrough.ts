@@ -318,6 +318,13 @@ export class PassthroughFS implements InodeFS {
     return (this.nativeFlushKnown ??= this.flush === PassthroughFS.prototype.flush && typeof (this as { setlk?: unknown }).setlk !== "function");
   }
   private nativeFlushKnown: boolean | undefined;
+  /**
+   * GETATTR may be answered by the shim (InodeFS.nativeGetattr): this class's getattr is a statx
+   * of the node's descriptor. Not when a subclass overrides getattr (it expects the call).
+   */
+  get nativeGetattr(): boolean {
+    return this.getattr === PassthroughFS.prototype.getattr;
+  }
   protected info: InitInfo | null = null;
   /** Kernel passthrough is requested and still usable. */
   protected kernelPassthrough = false;
@@ -861,6 +868,11 @@ export class PassthroughFS implements InodeFS {
     // own umask must not strip more bits (libfuse's passthrough examples do the same).
     process.umask(0);
     this.writebackCache = info.grantedNames.includes("WRITEBACK_CACHE");
+    if (info.nodeAttrs) {
+      // From here on the shim answers GETATTR of every node with a descriptor (nativeGetattr).
+      this.fds.nodeAttrs = info.nodeAttrs;
+      info.nodeAttrs.set(1, this.fds.root.fd);
+    }
     if (this.options.kernelPassthrough) {
       if (info.grantedNames.includes("PASSTHROUGH")) this.kernelPassthrough = true;
       else {

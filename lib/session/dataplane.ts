@@ -14,6 +14,7 @@
 
 import type { Pointer } from "bun:ffi";
 import { native } from "../native.ts";
+import type { NodeAttrs } from "./filesystem.ts";
 import { getU64, setU64 } from "../protocol/codec.ts";
 import { FATTR, FUSE_GETATTR_FH, HDR_OP_IN, Op } from "../protocol/constants.ts";
 
@@ -24,6 +25,9 @@ export const DEFAULT_CAPACITY = 1 << 16;
 const DP_MODE_DIRECT = 1;
 /** shim/dataplane.zig mode_flush. */
 const DP_MODE_FLUSH = 2;
+/** Node table entries (2^18, 4 MiB): node id & (2^18 − 1) picks the entry. */
+const NODE_TABLE_LOG2 = 18;
+const EEXIST = 17;
 
 export type DataPlaneMode = "native" | "js";
 
@@ -83,6 +87,25 @@ export class DataPlane {
     this.used = new Int32Array(this.share.used);
     this.fds = new Int32Array(this.share.fds);
     this.inos = new Float64Array(this.share.inos);
+  }
+
+  /**
+   * GETATTR from the shim's node table from now on, answered with `attrTtl` (seconds). The table
+   * is the data plane's, shared by every thread: the first call creates it, later ones find it.
+   * Null if the shim refused (out of memory).
+   */
+  enableNodes(attrTtl: number): NodeAttrs | null {
+    const t = attrTtl > 0 ? attrTtl : 0;
+    const sec = Math.floor(t);
+    const nsec = Math.min(999_999_999, Math.round((t - sec) * 1e9));
+    const rc = native().fu_dataplane_enable_nodes(this.handle, NODE_TABLE_LOG2, sec, nsec);
+    if (rc !== 0 && rc !== -EEXIST) return null;
+    const h = this.handle;
+    const n = native();
+    return {
+      set: (ino, fd) => n.fu_dataplane_node_set(h, ino, fd) === 0,
+      clear: (ino) => n.fu_dataplane_node_clear(h, ino),
+    };
   }
 
   /** For a worker thread's session: the same table. */

@@ -69,6 +69,26 @@ export interface InitInfo {
    * fetching it from the kernel's page cache, deleting and expiring names. See Notifications.
    */
   notify?: Notifications;
+  /**
+   * The shim's node table, when the filesystem says `nativeGetattr` and the session serves
+   * natively (--no-native-getattr turns it off): GETATTR of a node set here is a statx of its
+   * descriptor done by the shim, without calling the getattr handler.
+   */
+  nodeAttrs?: NodeAttrs;
+}
+
+/** InitInfo.nodeAttrs: node id → descriptor, for GETATTR answered by the shim (docs/DATAPLANE.md). */
+export interface NodeAttrs {
+  /**
+   * GETATTR of node `ino` is a statx of `fd` (an O_PATH descriptor is enough) from now on.
+   * False: not taken (the table's entry for it holds another node): the handler answers it.
+   */
+  set(ino: number, fd: number): boolean;
+  /**
+   * Call before closing the descriptor given to set() for `ino` (or when its GETATTR must come to
+   * the handler again): returns once no thread uses the descriptor any more.
+   */
+  clear(ino: number): void;
 }
 
 /**
@@ -172,6 +192,13 @@ export interface InodeFS {
    * Called once, on the main thread, before the workers start.
    */
   copies?(): CopiesPlan | null;
+  /**
+   * True when GETATTR is exactly a statx of a descriptor of the node (what the passthrough's
+   * getattr does): the session then gives init() `nodeAttrs`, and GETATTR of the nodes set there
+   * is answered by the shim (stats `nativeGetattrs`), one JavaScript request less per stat.
+   * The attributes go out with the session's attribute TTL.
+   */
+  readonly nativeGetattr?: boolean;
   init?(info: InitInfo): void | Promise<void>;
   destroy?(): void | Promise<void>;
 

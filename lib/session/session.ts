@@ -8,7 +8,7 @@ import { existsSync, readFileSync, write as fsWrite, writeFileSync } from "node:
 import { errnoName, errnoOf, Errno, FuseError } from "../protocol/errors.ts";
 import { onFailStop } from "../shared/fail-stop.ts";
 import { knobs } from "../knobs.ts";
-import type { InitInfo, InodeFS } from "./filesystem.ts";
+import type { InitInfo, InodeFS, NodeAttrs } from "./filesystem.ts";
 import { native } from "../native.ts";
 import { decodeInitIn, encodeInitOut, getU64, INIT_OUT_SIZE } from "../protocol/codec.ts";
 import {
@@ -51,6 +51,12 @@ export interface SessionOptions {
   ringWaitMicros: number;
   /** "native": handles opened with a backingFd are served by the shim (no JS per READ/WRITE). */
   dataPlane: DataPlaneMode;
+  /**
+   * With the native data plane: GETATTR of a filesystem that says `nativeGetattr` (the
+   * passthrough) is answered by the shim from its node table (default true; --no-native-getattr
+   * or FUSE_URING_NATIVE_GETATTR=0 turn it off).
+   */
+  nativeGetattr: boolean;
   /**
    * Native data plane, O_DIRECT opens: false (default) = the caller's O_DIRECT reaches the
    * backing file (the shim reopens a buffered backingFd with O_DIRECT; alignment refusals fall
@@ -151,6 +157,7 @@ export const defaultSessionOptions: SessionOptions = {
   nativeSyncMax: knobs.nativeSyncMax(),
   pinWorkers: knobs.pinWorkers(),
   dataPlane: "native",
+  nativeGetattr: knobs.nativeGetattr(),
   backingCache: false,
   fault: knobs.fault(),
   workers: "auto",
@@ -656,6 +663,12 @@ export class Session implements Sink, ReplyObserver {
     if (this.tracer) traceReplies(src, this.tracer, (slot) => this.requestOf(slot));
   }
 
+  /** InitInfo.nodeAttrs: the data plane's node table, for a filesystem that says nativeGetattr. */
+  private nodeAttrs(): NodeAttrs | undefined {
+    if (!this.dataPlane || !this.opts.nativeGetattr || (this.fs as { nativeGetattr?: boolean }).nativeGetattr !== true) return undefined;
+    return this.dataPlane.enableNodes(this.opts.attrTtl) ?? undefined;
+  }
+
   /** Worker thread: INIT was answered by the main thread; register the entries and serve. */
   startWorker(init: WorkerInit): void {
     this.transport = "uring";
@@ -664,6 +677,7 @@ export class Session implements Sink, ReplyObserver {
       kernelMinor: init.kernelMinor, offered: BigInt(init.offered), granted: BigInt(init.granted), grantedNames: init.grantedNames,
       maxWrite: init.maxWrite, maxReadahead: init.maxReadahead, transport: "uring",
       backingOpen: (fd) => this.backingOpen(fd), backingClose: (id) => this.backingClose(id),
+      nodeAttrs: this.nodeAttrs(),
     };
     this.initInfo = info;
     Promise.resolve(this.fs.init?.(info)).then(() => this.readyResolve(info), (e) => this.readyReject(e instanceof Error ? e : new Error(String(e))));
@@ -779,6 +793,7 @@ export class Session implements Sink, ReplyObserver {
       backingOpen: (fd) => this.backingOpen(fd),
       backingClose: (id) => this.backingClose(id),
       notify: this.notifications,
+      nodeAttrs: this.nodeAttrs(),
     };
     if (ringUp) {
       try {
@@ -1030,6 +1045,7 @@ export class Session implements Sink, ReplyObserver {
       nativeAsync: u?.nativeAsync ?? 0,
       nativeDirect: (u?.nativeDirect ?? 0) + (c.nativeDirect ?? 0),
       nativeFlushes: (u?.nativeFlushes ?? 0) + (c.nativeFlushes ?? 0),
+      nativeGetattrs: (u?.nativeGetattrs ?? 0) + (c.nativeGetattrs ?? 0),
       directFallbacks: (u?.directFallbacks ?? 0) + (c.directFallbacks ?? 0),
       waitTimers: u?.waitTimers ?? 0,
       enters: u?.enters ?? 0,
@@ -1294,7 +1310,7 @@ class EarlyInterrupts {
  */
 function mergeStats(own: SessionStats, workers: (Partial<SessionStats> | null)[], forwarding: boolean): SessionStats {
   const out: SessionStats = { ...own, ops: { ...own.ops }, latencyUs: { ...own.latencyUs }, stageLatencyUs: { ...own.stageLatencyUs }, threads: [...own.threads] };
-  const sum = ["ringRequests", "devRequests", "wakeups", "cqes", "submits", "inflight", "pinnedBytes", "fixedIo", "nativeSync", "nativeAsync", "nativeDirect", "nativeFlushes", "directFallbacks", "waitTimers", "enters", "nativeRequests",
+  const sum = ["ringRequests", "devRequests", "wakeups", "cqes", "submits", "inflight", "pinnedBytes", "fixedIo", "nativeSync", "nativeAsync", "nativeDirect", "nativeFlushes", "nativeGetattrs", "directFallbacks", "waitTimers", "enters", "nativeRequests",
     "nativeReadBytes", "nativeWriteBytes", "nativeErrors", "ringRecovered", "errors", "replies", "forgets", "interrupts",
     "backedOps", "backedCopyFallbacks", "notifications", "notificationErrors", "retrieved", "zeroCopyRequests", "zeroCopyBytes"] as const;
   // Buffer pools: the workers' rings decide (a refusal anywhere shows).

@@ -31,6 +31,8 @@ export interface SessionStats {
   /** FLUSHes the shim answered itself (close(dup()) of handles opened with `backingFlush`);
    *  counted in nativeRequests too. */
   nativeFlushes: number;
+  /** GETATTRs the shim answered itself from the node table (InodeFS.nativeGetattr; no JS). */
+  nativeGetattrs: number;
   /** Direct reads/writes the backing filesystem refused for alignment (EINVAL), redone on the
    *  handle's buffered descriptor (docs/DATAPLANE.md). */
   directFallbacks: number;

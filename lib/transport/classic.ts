@@ -35,7 +35,7 @@ export class ClassicSource implements Source {
     for (let i = 0; i < opts.slots; i++) {
       this.slots.push(makeSlot(this, i, n.fu_classic_header(h, i) as Pointer, n.fu_classic_payload(h, i) as Pointer, opts.payloadSize));
     }
-    this.statsView = new DataView(toArrayBuffer(n.fu_classic_stats(h) as Pointer, 0, 88));
+    this.statsView = new DataView(toArrayBuffer(n.fu_classic_stats(h) as Pointer, 0, 96)); // shim/classic.zig Stats: 12 words (ABI 7)
   }
 
   /** Serve READ/WRITE/FSYNC of native handles on the reader thread (before start). */
@@ -91,11 +91,11 @@ export class ClassicSource implements Source {
     const u = (i: number) => Number(v.getBigUint64(i * 8, true));
     // shim/classic.zig Stats: reads, wakeups, replies, errors, native_requests,
     // native_read_bytes, native_write_bytes, native_errors, direct_fallbacks, native_direct,
-    // native_flushes
+    // native_flushes, native_getattrs
     return {
       requests: reads, wakeups, cqes: 0, submits: 0, errors: errors + this.replyErrors, fixedIo: 0,
       nativeRequests: u(4), nativeReadBytes: u(5), nativeWriteBytes: u(6), nativeErrors: u(7),
-      directFallbacks: u(8), nativeDirect: u(9), nativeFlushes: u(10),
+      directFallbacks: u(8), nativeDirect: u(9), nativeFlushes: u(10), nativeGetattrs: u(11),
     };
   }
 }

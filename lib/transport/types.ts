@@ -55,6 +55,8 @@ export interface SourceStats {
   nativeDirect?: number;
   /** FLUSHes answered natively (close(dup()) of a backingFlush handle). */
   nativeFlushes?: number;
+  /** GETATTRs the shim answered from the node table (ABI 7). */
+  nativeGetattrs?: number;
   /** Direct reads/writes refused for alignment (EINVAL) and redone on the buffered descriptor. */
   directFallbacks?: number;
   /** Wait timers queued by the ring engine (one bounds many blocking waits). */

@@ -127,7 +127,8 @@ export class UringError extends Error {
   }
 }
 
-const STATS_WORDS = 32;
+/** Words of shim/ring.zig Stats (ABI 7: native_getattrs is word 32). */
+const STATS_WORDS = 33;
 /** After this long of continuous pumping, yield one macrotask turn (timers, I/O callbacks). */
 const SLICE_MS = 4;
 /** Batches between two looks at the clock for SLICE_MS. */
@@ -441,7 +442,7 @@ export class UringSource implements Source {
     // recovered, inflight_max, idles, native_inflight_max, native_sync, wait_timers, fixed_file,
     // native_async, native_direct, direct_fallbacks, then the buffer pools' (ABI 5): pool_queues,
     // pool_refused, pool_error, zero_copy_queues, zero_copy_requests, zero_copy_bytes, pool_fixed,
-    // zero_copy_error, then (ABI 6) native_flushes
+    // zero_copy_error, then (ABI 6) native_flushes, (ABI 7) native_getattrs
     const fixed = u(8) === 1;
     const i64 = (i: number) => Number(v.getBigInt64(i * 8, true));
     return {
@@ -450,7 +451,7 @@ export class UringSource implements Source {
       submits: u(0), cqes: u(1), wakeups: u(2), requests: u(3), fixedIo: fixed ? u(5) : 0, errors: u(6) + this.refusals, fixedBuffers: fixed,
       enters: u(0), nativeRequests: u(9), nativeReadBytes: u(10), nativeWriteBytes: u(11), nativeErrors: u(12),
       recovered: u(13), inflightMax: u(14), idles: u(15), nativeInflightMax: u(16), nativeSync: u(17), waitTimers: u(18), fixedFile: u(19) === 1,
-      nativeAsync: u(20), nativeDirect: u(21), directFallbacks: u(22), nativeFlushes: u(31),
+      nativeAsync: u(20), nativeDirect: u(21), directFallbacks: u(22), nativeFlushes: u(31), nativeGetattrs: u(32),
     };
   }
 }

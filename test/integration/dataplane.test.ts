@@ -206,6 +206,134 @@ export default () => new OwnFlush(process.env.PT_SRC!);
       }
     }, 90_000);
 
+    fuseTest("GETATTR of passthrough nodes is answered by the shim from their descriptors: the same attributes as the source, after changes, evictions and deletion", async () => {
+      const src = await mountTmpfs();
+      const stats = statsPath();
+      const dir = mkdtempSync("/tmp/fuse-uring-dp-getattr-");
+      // A child compares lstat through the mount with lstat of the source, field by field, for
+      // every kind of node, after changes through the mount and behind its back (attr TTL 0:
+      // every stat is a GETATTR), with a descriptor budget of 8 so that most nodes are evicted
+      // and re-opened between two stats; then an open file that was unlinked (nlink 0).
+      const script = `
+import os, stat, sys
+m, s = sys.argv[1], sys.argv[2]
+F = ("st_mode", "st_ino", "st_nlink", "st_uid", "st_gid", "st_size", "st_blocks", "st_mtime_ns", "st_ctime_ns", "st_rdev")
+def same(name):
+    a, b = os.lstat(os.path.join(m, name)), os.lstat(os.path.join(s, name))
+    for f in F:
+        if getattr(a, f) != getattr(b, f): sys.exit(f"{name}: {f} {getattr(a, f)} through the mount, {getattr(b, f)} in the source")
+os.mkdir(f"{m}/d")
+for i in range(40):
+    with open(f"{m}/d/f{i}", "wb") as f: f.write(b"x" * (i * 1000))
+os.symlink("d/f1", f"{m}/sl"); os.mkfifo(f"{m}/fifo"); os.mknod(f"{m}/null", 0o620 | stat.S_IFCHR, os.makedev(1, 3))
+names = ["d", "sl", "fifo", "null", "."] + [f"d/f{i}" for i in range(40)]
+for r in range(3):
+    for n in names: same(n)
+os.chmod(f"{m}/d/f3", 0o600); os.truncate(f"{m}/d/f4", 12345); os.utime(f"{m}/d/f5", ns=(10**18, 2 * 10**18)); os.link(f"{m}/d/f6", f"{m}/d/f6b")
+os.chmod(f"{s}/d/f7", 0o700); os.truncate(f"{s}/d/f8", 7)  # behind the mount's back
+for n in names: same(n)
+fd = os.open(f"{m}/d/f9", os.O_RDWR)
+os.unlink(f"{m}/d/f9")
+st = os.fstat(fd)
+if st.st_nlink != 0 or st.st_size != 9000: sys.exit(f"unlinked open file: nlink {st.st_nlink} size {st.st_size}")
+os.close(fd)
+print("ok")
+`;
+      try {
+        const d = await startDaemon(["--transport", transport, "--stats-file", stats, "--attr-ttl", "0", "--fd-budget", "8"], { command: ptCommand(src) });
+        const r = await run([PYTHON, "-c", script, d.mnt, src], { timeoutMs: 60_000 });
+        expect(r.code, fmt(r)).toBe(0);
+        expect(r.stdout.trim()).toBe("ok");
+        const s = await readStats(stats, { until: (x) => Number(x.nativeGetattrs) >= 4 * 45 });
+        expect(Number(s.nativeGetattrs)).toBeGreaterThanOrEqual(4 * 45); // 4 passes over 45 names
+        expect(Number(s.nativeRequests)).toBeGreaterThanOrEqual(Number(s.nativeGetattrs));
+        // Only what the shim cannot answer reaches JS: evicted nodes before their re-open, the
+        // deleted file's last attributes.
+        expect((s.ops as Record<string, number>).GETATTR ?? 0).toBeLessThan(Number(s.nativeGetattrs));
+        expect(Number((s.descriptors as Record<string, number>).evictions)).toBeGreaterThan(0);
+        expect(await d.stop("SIGTERM")).toBe(0);
+
+        // A subclass that overrides getattr is asked every time (PassthroughFS.nativeGetattr);
+        // --no-native-getattr sends every GETATTR to the handler too.
+        const own = join(dir, "own-getattr.ts");
+        writeFileSync(own, `
+import { PassthroughFS } from ${JSON.stringify(`${REPO}/lib/fs/passthrough.ts`)};
+import type { RequestContext } from ${JSON.stringify(`${REPO}/lib/fs/types.ts`)};
+class OwnGetattr extends PassthroughFS {
+  override getattr(ctx: RequestContext, ino: number) {
+    process.stderr.write("fixture: getattr\\n");
+    return super.getattr(ctx, ino);
+  }
+}
+export default () => new OwnGetattr(process.env.PT_SRC!);
+`);
+        for (const [label, command, args] of [
+          ["override", (mnt: string, a: string[]) => [BUN, CLI, "mount", own, mnt, ...a], []],
+          ["--no-native-getattr", ptCommand(src), ["--no-native-getattr"]],
+        ] as const) {
+          const st2 = `${stats}.${label.replace(/-/g, "")}`;
+          const d2 = await startDaemon(["--transport", transport, "--stats-file", st2, "--attr-ttl", "0", ...args], { command, env: { PT_SRC: src } });
+          await shOk(`for i in $(seq 20); do stat -c %s "$1/d/f1" >/dev/null; done`, [d2.mnt]);
+          const s2 = await readStats(st2, { until: (x) => ((x.ops as Record<string, number>).GETATTR ?? 0) >= 20 });
+          expect((s2.ops as Record<string, number>).GETATTR, label).toBeGreaterThanOrEqual(20);
+          expect(Number(s2.nativeGetattrs), label).toBe(0);
+          if (label === "override") expect(d2.stderr().split("fixture: getattr").length - 1).toBeGreaterThanOrEqual(20);
+          expect(await d2.stop("SIGTERM")).toBe(0);
+        }
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+        await unmountTmpfs(src);
+      }
+    }, 120_000);
+
+    fuseTest("native GETATTR under descriptor churn: stats from two CPUs while another process makes the cache evict and reuse descriptor numbers never see another file's attributes", async () => {
+      const src = await mountTmpfs();
+      const stats = statsPath();
+      // Budget 8: every admit evicts, and a closed descriptor's number is handed to the next open
+      // at once. Were a descriptor closed while the shim stats it, a stat would report another
+      // file's inode or size. Checkers pinned to CPU 0 and 1 (their queues: both ring threads).
+      const check = `
+import os, sys, time
+m, s, n = sys.argv[1], sys.argv[2], 0
+want = {f"f{i}": (os.lstat(f"{s}/keep/f{i}").st_ino, i * 7) for i in range(50)}
+end = time.time() + 3
+while time.time() < end:
+    for name, (ino, size) in want.items():
+        st = os.lstat(f"{m}/keep/{name}")
+        if (st.st_ino, st.st_size) != (ino, size): sys.exit(f"{name}: ino {st.st_ino} size {st.st_size}, want {ino} {size}")
+        n += 1
+print(n)
+`;
+      const churn = `
+import os, sys, time
+m = sys.argv[1]; os.makedirs(f"{m}/churn", exist_ok=True); end = time.time() + 3; i = 0
+while time.time() < end:
+    p = f"{m}/churn/c{i % 64}"
+    with open(p, "wb") as f: f.write(b"y" * 3)
+    os.lstat(p)
+    if i % 3 == 0: os.unlink(p)
+    i += 1
+print(i)
+`;
+      try {
+        await shOk(`mkdir -p "$1/keep"; for i in $(seq 0 49); do head -c $((i * 7)) /dev/zero > "$1/keep/f$i"; done`, [src]);
+        const d = await startDaemon(["--transport", transport, "--stats-file", stats, "--attr-ttl", "0", "--entry-ttl", "0", "--fd-budget", "8"], { command: ptCommand(src) });
+        const ps = [
+          run(["taskset", "-c", "0", PYTHON, "-c", check, d.mnt, src], { timeoutMs: 60_000 }),
+          run(["taskset", "-c", "1", PYTHON, "-c", check, d.mnt, src], { timeoutMs: 60_000 }),
+          run([PYTHON, "-c", churn, d.mnt], { timeoutMs: 60_000 }),
+        ];
+        const rs = await Promise.all(ps);
+        for (const r of rs) expect(r.code, fmt(r)).toBe(0);
+        const s = await readStats(stats, { until: (x) => Number(x.nativeGetattrs) > 0 });
+        expect(Number(s.nativeGetattrs)).toBeGreaterThan(0);
+        expect(Number((s.descriptors as Record<string, number>).evictions)).toBeGreaterThan(100);
+        expect(await d.stop("SIGTERM")).toBe(0);
+      } finally {
+        await unmountTmpfs(src);
+      }
+    }, 90_000);
+
     fuseTest("an error from the backing fd (ENOSPC on a full tmpfs) is answered with that errno", async () => {
       const src = await mountTmpfs("size=1m");
       const stats = statsPath();

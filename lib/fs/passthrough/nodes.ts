@@ -26,7 +26,7 @@
 // than `budget` nodes are pinned at once (one or two per request in flight).
 
 import { Errno, FuseError, errnoOf } from "../errors.ts";
-import type { Attr } from "../types.ts";
+import type { Attr, NodeAttrs } from "../types.ts";
 import * as libc from "./libc.ts";
 import * as stat from "./stat.ts";
 
@@ -170,6 +170,13 @@ export class FdCache {
   /** Kernel file handles work here (probed at start). */
   readonly useHandles: boolean;
 
+  /**
+   * The shim's node table (InitInfo.nodeAttrs), or null: told of every node descriptor this
+   * cache admits, and — before it is closed or when its file is deleted — of its end, so
+   * the shim answers GETATTR from open descriptors only.
+   */
+  nodeAttrs: NodeAttrs | null = null;
+
   constructor(
     readonly budget: number,
     readonly root: PassthroughNode,
@@ -258,6 +265,8 @@ export class FdCache {
   /** Close n's descriptor for good (file deleted, node forgotten); deferred while pinned. */
   drop(n: PassthroughNode): void {
     if (n.fd < 0 || n === this.root) return;
+    // Deleted: GETATTR comes to the handler (its deletedAttr), even while a pin defers the close.
+    if (this.nodeAttrs !== null) this.nodeAttrs.clear(n.id);
     if (n.pins > 0) {
       n.dropPending = true;
       return;
@@ -414,6 +423,7 @@ export class FdCache {
   private admit(n: PassthroughNode, fd: number): void {
     n.fd = fd;
     if (n === this.root) return;
+    if (this.nodeAttrs !== null && !n.gone) this.nodeAttrs.set(n.id, fd);
     this.s.held++;
     if (this.s.held > this.s.maxHeld) this.s.maxHeld = this.s.held;
     if (!n.noEvict) this.pushHead(n);
@@ -461,6 +471,7 @@ export class FdCache {
   private closeNow(n: PassthroughNode): void {
     if (n.inLru) this.unlink(n);
     if (n.fd < 0) return;
+    if (this.nodeAttrs !== null) this.nodeAttrs.clear(n.id); // no shim thread uses it past this
     if (this.closeLater !== null) this.closeLater.push(n.fd);
     else closeQuiet(n.fd);
     n.fd = -1;
