@@ -57,7 +57,8 @@ export const symbols = {
   fu_dataplane_destroy: { args: [ptr], returns: vd },
   fu_dataplane_enable_nodes: { args: [ptr, u32, u64, u32], returns: i32 },
   fu_dataplane_node_set: { args: [ptr, u64, i32], returns: i32 },
-  fu_dataplane_node_clear: { args: [ptr, u64], returns: vd },
+  fu_dataplane_node_clear: { args: [ptr, u64, u32], returns: vd },
+  fu_dataplane_node_drain: { args: [ptr, u64], returns: vd },
   fu_abi_version: { args: [], returns: u32 },
 } as const;
 

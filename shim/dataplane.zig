@@ -246,11 +246,25 @@ pub const NodeTable = struct {
 
     /// Node `nodeid`'s descriptor is about to be closed: no reader uses it once this returns.
     pub fn clear(self: *NodeTable, nodeid: u64) void {
+        self.detach(nodeid);
+        self.drain(nodeid);
+    }
+
+    /// No new GETATTR of `nodeid` uses its descriptor; readers already in their statx may (drain
+    /// waits for them). Quick: safe under the filesystem's lock.
+    pub fn detach(self: *NodeTable, nodeid: u64) void {
         const i = self.index(nodeid);
         if (@atomicLoad(u64, &self.ids[i], .seq_cst) != nodeid) return;
-        if (@atomicRmw(i32, &self.fds[i], .Xchg, -1, .seq_cst) < 0) return;
-        // A reader that counted itself before the exchange may still be in its statx (a few
-        // microseconds); one that counts itself after it sees -1.
+        _ = @atomicRmw(i32, &self.fds[i], .Xchg, -1, .seq_cst);
+    }
+
+    /// After detach(nodeid): returns once no reader of its entry is left, so the descriptor it
+    /// had may be closed. A reader that counted itself before the detach may still be in its
+    /// statx (microseconds, or as long as the backing filesystem makes a statx wait: call this
+    /// outside locks); one that counts itself after it sees -1 or a newer descriptor (then this
+    /// waits for it too, harmlessly).
+    pub fn drain(self: *NodeTable, nodeid: u64) void {
+        const i = self.index(nodeid);
         var spins: u32 = 0;
         while (@atomicLoad(u32, &self.users[i], .seq_cst) != 0) : (spins += 1) {
             if (spins < 100) std.atomic.spinLoopHint() else _ = linux.sched_yield();
@@ -335,8 +349,9 @@ test "node table: set, getattr, clear; a second node on the same entry is refuse
     try std.testing.expectEqual(@as(u32, (1 << 8) | 3), std.mem.readInt(u32, pay[16 + 76 ..][0..4], .little));
     t.clear(9); // not its node: nothing happens
     try std.testing.expectEqual(@as(?i64, attr_out_size), t.getattr(5, &pay));
-    t.clear(5);
+    t.detach(5);
     try std.testing.expectEqual(@as(?i64, null), t.getattr(5, &pay));
+    t.drain(5);
     try std.testing.expectEqual(@as(i32, 0), t.set(9, fd));
     try std.testing.expectEqual(@as(u32, 0), t.users[1]);
 }

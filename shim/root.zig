@@ -213,9 +213,16 @@ export fn fu_dataplane_node_set(dp: *dataplane.DataPlane, nodeid: u64, fd: i32) 
     return t.set(nodeid, fd);
 }
 
-/// Before closing node `nodeid`'s descriptor: returns once no thread uses it any more.
-export fn fu_dataplane_node_clear(dp: *dataplane.DataPlane, nodeid: u64) void {
-    if (dp.nodeTable()) |t| t.clear(nodeid);
+/// Before closing node `nodeid`'s descriptor: with `wait`, returns once no thread uses it any
+/// more; without, only stops new uses (fu_dataplane_node_drain waits, outside the caller's locks).
+export fn fu_dataplane_node_clear(dp: *dataplane.DataPlane, nodeid: u64, wait: u32) void {
+    const t = dp.nodeTable() orelse return;
+    if (wait != 0) t.clear(nodeid) else t.detach(nodeid);
+}
+
+/// After fu_dataplane_node_clear(…, 0): returns once no thread uses the descriptor it had.
+export fn fu_dataplane_node_drain(dp: *dataplane.DataPlane, nodeid: u64) void {
+    if (dp.nodeTable()) |t| t.drain(nodeid);
 }
 
 export fn fu_dataplane_destroy(dp: *dataplane.DataPlane) void {

@@ -104,7 +104,9 @@ export class DataPlane {
     const n = native();
     return {
       set: (ino, fd) => n.fu_dataplane_node_set(h, ino, fd) === 0,
-      clear: (ino) => n.fu_dataplane_node_clear(h, ino),
+      clear: (ino) => n.fu_dataplane_node_clear(h, ino, 1),
+      detach: (ino) => n.fu_dataplane_node_clear(h, ino, 0),
+      drain: (ino) => n.fu_dataplane_node_drain(h, ino),
     };
   }
 

@@ -89,6 +89,13 @@ export interface NodeAttrs {
    * the handler again): returns once no thread uses the descriptor any more.
    */
   clear(ino: number): void;
+  /**
+   * clear() in two steps, for callers that hold a lock: detach() stops new uses at once;
+   * drain() — call it outside the lock, before closing — waits for a statx still running (as
+   * long as the backing filesystem makes it wait).
+   */
+  detach(ino: number): void;
+  drain(ino: number): void;
 }
 
 /**

@@ -229,13 +229,21 @@ export class FdCache {
    * backing work that must not run under the lock. Null: close at once (one thread).
    */
   closeLater: number[] | null = null;
+  /** The node id of each closeLater descriptor (its node-table entry is drained before the close). */
+  private readonly closeLaterIds: number[] = [];
 
   /** Close what was retired under the lock (lock not held). */
   flushCloses(): void {
     const l = this.closeLater;
     if (l === null) return;
-    for (let i = 0; i < l.length; i++) closeQuiet(l[i]!);
+    const ids = this.closeLaterIds, na = this.nodeAttrs;
+    for (let i = 0; i < l.length; i++) {
+      // A native GETATTR may still be in its statx of this descriptor: wait for it first.
+      if (na !== null) na.drain(ids[i]!);
+      closeQuiet(l[i]!);
+    }
     l.length = 0;
+    ids.length = 0;
   }
 
   unpin(n: PassthroughNode): void {
@@ -266,7 +274,7 @@ export class FdCache {
   drop(n: PassthroughNode): void {
     if (n.fd < 0 || n === this.root) return;
     // Deleted: GETATTR comes to the handler (its deletedAttr), even while a pin defers the close.
-    if (this.nodeAttrs !== null) this.nodeAttrs.clear(n.id);
+    if (this.nodeAttrs !== null) this.nodeAttrs.detach(n.id);
     if (n.pins > 0) {
       n.dropPending = true;
       return;
@@ -471,9 +479,17 @@ export class FdCache {
   private closeNow(n: PassthroughNode): void {
     if (n.inLru) this.unlink(n);
     if (n.fd < 0) return;
-    if (this.nodeAttrs !== null) this.nodeAttrs.clear(n.id); // no shim thread uses it past this
-    if (this.closeLater !== null) this.closeLater.push(n.fd);
-    else closeQuiet(n.fd);
+    // The shim's node table lets go of it first: detached now (under the lock), drained — a
+    // statx still running on another thread waited for — just before the close, which in
+    // copies mode runs after the lock is released (a statx on a slow source never holds it).
+    if (this.nodeAttrs !== null) this.nodeAttrs.detach(n.id);
+    if (this.closeLater !== null) {
+      this.closeLater.push(n.fd);
+      this.closeLaterIds.push(n.id);
+    } else {
+      if (this.nodeAttrs !== null) this.nodeAttrs.drain(n.id);
+      closeQuiet(n.fd);
+    }
     n.fd = -1;
     if (n !== this.root) this.s.held--;
   }
