@@ -90,7 +90,7 @@ export function formatSnapshot(s: Snapshot, prev: Snapshot | null): string {
     lines.push("", `${"RING STAGE".padEnd(16)}${"".padStart(10)}${"COUNT".padStart(10)}${"P50".padStart(9)}${"P99".padStart(9)}${"MAX".padStart(9)}`);
     for (const [st, l] of stages) lines.push(`${st.padEnd(16)}${"".padStart(10)}${String(l.count).padStart(10)}${micros(l.p50).padStart(9)}${micros(l.p99).padStart(9)}${micros(l.max).padStart(9)}`);
   }
-  if (s.nativeRequests) lines.push("", `native data plane: ${s.nativeRequests} requests (direct ${s.nativeDirect ?? 0}, async ${s.nativeAsync ?? 0}, sync ${s.nativeSync ?? 0}, fallbacks ${s.directFallbacks ?? 0})`);
+  if (s.nativeRequests) lines.push("", `native data plane: ${s.nativeRequests} requests (direct ${s.nativeDirect ?? 0}, async ${s.nativeAsync ?? 0}, sync ${s.nativeSync ?? 0}, fallbacks ${s.directFallbacks ?? 0}, FLUSH ${s.nativeFlushes ?? 0}, GETATTR ${s.nativeGetattrs ?? 0})`);
   return lines.join("\n") + "\n";
 }
 

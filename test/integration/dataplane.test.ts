@@ -251,6 +251,10 @@ print("ok")
         // deleted file's last attributes.
         expect((s.ops as Record<string, number>).GETATTR ?? 0).toBeLessThan(Number(s.nativeGetattrs));
         expect(Number((s.descriptors as Record<string, number>).evictions)).toBeGreaterThan(0);
+        // `fuse-uring stats` shows them on the data plane's line.
+        const shown = await run([BUN, CLI, "stats", d.mnt, "--once"], { timeoutMs: 20_000 });
+        expect(shown.code, fmt(shown)).toBe(0);
+        expect(shown.stdout).toMatch(/native data plane: .*GETATTR [1-9]\d*\)/);
         expect(await d.stop("SIGTERM")).toBe(0);
 
         // A subclass that overrides getattr is asked every time (PassthroughFS.nativeGetattr);
