@@ -14,6 +14,7 @@
 
 import type { Pointer } from "bun:ffi";
 import { native } from "../native.ts";
+import { Errno } from "../protocol/errors.ts";
 import type { NodeAttrs } from "./filesystem.ts";
 import { getU64, setU64 } from "../protocol/codec.ts";
 import { FATTR, FUSE_GETATTR_FH, HDR_OP_IN, Op } from "../protocol/constants.ts";
@@ -27,7 +28,6 @@ const DP_MODE_DIRECT = 1;
 const DP_MODE_FLUSH = 2;
 /** Node table entries (2^18, 4 MiB): node id & (2^18 − 1) picks the entry. */
 const NODE_TABLE_LOG2 = 18;
-const EEXIST = 17;
 
 export type DataPlaneMode = "native" | "js";
 
@@ -99,7 +99,7 @@ export class DataPlane {
     const sec = Math.floor(t);
     const nsec = Math.min(999_999_999, Math.round((t - sec) * 1e9));
     const rc = native().fu_dataplane_enable_nodes(this.handle, NODE_TABLE_LOG2, sec, nsec);
-    if (rc !== 0 && rc !== -EEXIST) return null;
+    if (rc !== 0 && rc !== -Errno.EEXIST) return null;
     const h = this.handle;
     const n = native();
     return {

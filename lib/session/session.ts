@@ -665,7 +665,7 @@ export class Session implements Sink, ReplyObserver {
 
   /** InitInfo.nodeAttrs: the data plane's node table, for a filesystem that says nativeGetattr. */
   private nodeAttrs(): NodeAttrs | undefined {
-    if (!this.dataPlane || !this.opts.nativeGetattr || (this.fs as { nativeGetattr?: boolean }).nativeGetattr !== true) return undefined;
+    if (!this.dataPlane || !this.opts.nativeGetattr || this.fs.nativeGetattr !== true) return undefined;
     return this.dataPlane.enableNodes(this.opts.attrTtl) ?? undefined;
   }
 
