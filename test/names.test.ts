@@ -79,6 +79,23 @@ describe("names: bytes ↔ string", () => {
   test("encodeName refuses to write past the end instead of truncating", () => {
     expect(() => encodeName("abc", new Uint8Array(2), 0)).toThrow(RangeError);
     expect(() => encodeName("\uDCFFbc", new Uint8Array(2), 0)).toThrow(RangeError);
+    expect(() => encodeName("abc", new Uint8Array(4), 2)).toThrow(RangeError);
+  });
+
+  test("encodeName's ASCII loop and its way out: lengths around its limit, non-ASCII late in a name", () => {
+    for (const n of [1, 63, 64, 65, 255]) {
+      const s = "x".repeat(n);
+      const b = Buffer.from(s, "latin1");
+      expect(roundTrip(b)).toBe(s);
+    }
+    // The loop has written the ASCII prefix when it meets é / an escaped byte / an astral char:
+    // the general encoder writes the whole name again from the start.
+    for (const s of ["abcdefé", "abc\uDCFF", "a".repeat(60) + "😀", "é" + "a".repeat(10)]) {
+      const into = new Uint8Array(80).fill(0xee);
+      const len = encodeName(s, into, 3);
+      expect(hex(into.subarray(3, 3 + len))).toBe(hex(nameToBytes(s)));
+      expect(into[3 + len]).toBe(0xee);
+    }
   });
 
   test("other lone surrogates encode as U+FFFD (they cannot come from a decoded name)", () => {

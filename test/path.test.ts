@@ -44,9 +44,10 @@ class Filler implements DirFiller {
 
 async function lookupPath(fs: InodeFS, path: string): Promise<Entry> {
   let ino = 1;
-  let e: Entry | undefined;
+  let e: Entry | null | undefined;
   for (const part of path.split("/").filter(Boolean)) {
     e = await fs.lookup!(ctx(), ino, part);
+    if (!e) throw new Error(`lookupPath: ${part} of ${path} is missing`);
     ino = e.ino;
   }
   return e!;

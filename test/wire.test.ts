@@ -160,6 +160,26 @@ describe("wire: byte-exact replies through the real dispatcher (no mount)", () =
     ]);
   });
 
+  test("LOOKUP answered null (sync or async) is a missing name: the same bytes as a thrown ENOENT", async () => {
+    for (const lookup of [() => null, async () => null]) {
+      const plain = testFs({ lookup });
+      expectReply(await plain.lookup(1, "nope"), outHeader(0, 2, 2));
+      const cached = testFs({ lookup }, { negativeTtl: 1.25 });
+      expectReply(await cached.lookup(1, "nope"), [
+        ...outHeader(128, 0, 2),
+        ...u64(0), // nodeid 0: negative entry
+        ...u64(0),
+        ...u64(1),
+        ...u64(0),
+        ...u32(250000000),
+        ...u32(0),
+        ...new Array(88).fill(0),
+      ]);
+    }
+    // undefined is still a handler bug (a forgotten return), not a missing name: EIO.
+    expectReply(await testFs({ lookup: () => undefined as never }).lookup(1, "nope"), outHeader(0, 5, 2));
+  });
+
   test("GETATTR with FUSE_GETATTR_FH: the fh reaches the handler; fuse_attr_out with the mount's TTL", async () => {
     const t = tester();
     const r = await t.getattr(2, 42);

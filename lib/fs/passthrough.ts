@@ -905,7 +905,8 @@ export class PassthroughFS implements InodeFS {
   // Copies mode: the lock is taken around table work only ("threads" above); forget is
   // PASSTHROUGH_LOCKED (table work only).
 
-  lookup(_ctx: RequestContext, parent: number, name: string): Entry | Promise<Entry> {
+  /** A missing name is `null`, not a throw: most LOOKUPs before a create are misses. */
+  lookup(_ctx: RequestContext, parent: number, name: string): Entry | null | Promise<Entry | null> {
     const dir = this.grab(parent, false);
     let r: Entry | number;
     try {
@@ -913,7 +914,7 @@ export class PassthroughFS implements InodeFS {
     } finally {
       this.ungrab(dir);
     }
-    return entryOrFail(r);
+    return r === -Errno.ENOENT ? null : entryOrFail(r);
   }
 
   forget(ino: number, nlookup: number): void {

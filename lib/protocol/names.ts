@@ -115,6 +115,9 @@ export function nameByteLength(s: string): number {
   return n;
 }
 
+/** Names up to this many UTF-16 units try the ASCII loop of encodeName first. */
+const ASCII_FAST = 64;
+
 function isLow(c: number): boolean {
   return c >= 0xdc00 && c <= 0xdfff;
 }
@@ -124,6 +127,18 @@ function isLow(c: number): boolean {
  * room for nameByteLength(s) bytes (check first: nothing is truncated silently here).
  */
 export function encodeName(s: string, out: Uint8Array, offset: number): number {
+  // Short ASCII names (nearly all) byte by byte: the JIT inlines this loop, while isWellFormed
+  // and Buffer.write are calls into the runtime (~1 µs per create, measured with perf).
+  const n = s.length;
+  if (n <= ASCII_FAST && offset + n <= out.length) {
+    let i = 0;
+    for (; i < n; i++) {
+      const c = s.charCodeAt(i);
+      if (c >= 0x80) break;
+      out[offset + i] = c;
+    }
+    if (i === n) return n;
+  }
   if (s.isWellFormed()) {
     // Buffer.write truncates silently: check the room (cheaply when it is obviously there).
     if (offset + s.length * 3 > out.length) {

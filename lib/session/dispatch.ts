@@ -139,13 +139,13 @@ export class Dispatcher {
     // then() that becomes EIO like a throw, never an unhandled rejection.
     // A handler that throws at once (a plain function) must become a negative entry too,
     // not only one that rejects: route()'s caller would answer the bare errno.
-    let r: Entry | Promise<Entry>;
+    let r: Entry | null | Promise<Entry | null>;
     try {
       r = fs.lookup(req, nodeid, name);
     } catch (e) {
       return this.lookupFailed(req, e);
     }
-    return this.then(req, r, this.entryReply, this.lookupFailed);
+    return this.then(req, r, this.lookupReply, this.lookupFailed);
   }
 
   private onGetattr(req: Request): void {
@@ -433,16 +433,27 @@ export class Dispatcher {
     this.reply.ok(req, ENTRY_OUT_SIZE);
   }
 
-  /** A missing name may be cached as a negative entry (nodeid 0) when negativeTtl > 0. */
+  /** LOOKUP's answer: `null` is a missing name, as a thrown ENOENT is. */
+  private lookupReply(req: Request, e: Entry | null): void {
+    if (e === null) return this.missingName(req);
+    this.entryReply(req, e);
+  }
+
   private lookupFailed(req: Request, err: unknown): void {
-    if (this.opts.negativeTtl > 0 && err instanceof FuseError && err.errno === Errno.ENOENT) {
+    if (err instanceof FuseError && err.errno === Errno.ENOENT) return this.missingName(req);
+    this.reply.fail(req, err);
+  }
+
+  /** A missing name: cached as a negative entry (nodeid 0) when negativeTtl > 0, else ENOENT. */
+  private missingName(req: Request): void {
+    if (this.opts.negativeTtl > 0) {
       const dv = req.slot.payloadView;
       req.slot.payload.fill(0, 0, ENTRY_OUT_SIZE);
       setU64(dv, 16, Math.floor(this.opts.negativeTtl));
       dv.setUint32(32, Math.round((this.opts.negativeTtl % 1) * 1e9), true);
       return this.reply.ok(req, ENTRY_OUT_SIZE);
     }
-    this.reply.fail(req, err);
+    this.reply.error(req, Errno.ENOENT);
   }
 
   private attrReply(req: Request, a: Attr | AttrReply): void {

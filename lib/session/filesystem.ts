@@ -209,7 +209,12 @@ export interface InodeFS {
   init?(info: InitInfo): void | Promise<void>;
   destroy?(): void | Promise<void>;
 
-  lookup?(ctx: RequestContext, parent: number, name: string): Entry | Promise<Entry>;
+  /**
+   * The entry for `name` in directory `parent`. `null` (or throwing FuseError ENOENT) says the
+   * name does not exist; `null` costs no exception, which matters on a hot path (a create or a
+   * PATH search looks up names that are not there first).
+   */
+  lookup?(ctx: RequestContext, parent: number, name: string): Entry | null | Promise<Entry | null>;
   /** Give back `nlookup` references. Never answered. Called for FORGET and BATCH_FORGET. */
   forget?(ino: number, nlookup: number): void;
   getattr?(ctx: RequestContext, ino: number, fh: number | undefined): Attr | AttrReply | Promise<Attr | AttrReply>;
