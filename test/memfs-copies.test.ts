@@ -77,7 +77,7 @@ describe("memfs over one shared state", () => {
     // structured clone keeps the buffers shared (what postMessage does)
     const view = MemFS.view(structuredClone(plan.shared) as MemShared);
     expect(view.replicable).toBe(true);
-    expect(view.lookup(ctx, ROOT, "made-before").attr.nlink).toBe(2);
+    expect(view.lookup(ctx, ROOT, "made-before")!.attr.nlink).toBe(2);
     expect(() => MemFS.view({ kind: "memfs-shared-v1" } as unknown as MemShared)).toThrow(/not the shared state/);
   });
 
@@ -122,7 +122,7 @@ describe("memfs over one shared state", () => {
       let mainOps = 0;
       const busy = setInterval(() => {
         for (let i = 0; i < 20; i++, mainOps++) {
-          const e = fs.lookup(ctx, ROOT, "shared");
+          const e = fs.lookup(ctx, ROOT, "shared")!;
           fs.getattr(ctx, e.ino, undefined);
           fs.forget(e.ino, 1);
         }
@@ -200,7 +200,7 @@ describe("memfs over one shared state", () => {
     const attempts: [string, () => unknown, number][] = [
       ["write past the space", () => fs.write(ctx, a.entry.ino, fh, 100 << 10, new Uint8Array(8192), 0, 0), Errno.ENOSPC],
       ["fallocate past the space", () => fs.fallocate(ctx, a.entry.ino, fh, 0, 1 << 20, 0), Errno.ENOSPC],
-      ["rename a directory into itself", () => fs.rename(ctx, ROOT, "d", fs.lookup(ctx, ROOT, "d").ino, "x", 0), Errno.EINVAL],
+      ["rename a directory into itself", () => fs.rename(ctx, ROOT, "d", fs.lookup(ctx, ROOT, "d")!.ino, "x", 0), Errno.EINVAL],
       ["rmdir a file", () => fs.rmdir(ctx, ROOT, "a"), Errno.ENOTDIR],
       ["link to an existing name", () => fs.link(ctx, a.entry.ino, ROOT, "d"), Errno.EEXIST],
       ["xattr replace of a missing name", () => fs.setxattr(ctx, a.entry.ino, "user.x", new Uint8Array(1), 2), Errno.ENODATA],
@@ -209,8 +209,8 @@ describe("memfs over one shared state", () => {
       expect([what, errnoOf(f)]).toEqual([what, errno]);
     }
     // (the lookup above took a reference: give it back before comparing)
-    fs.forget(fs.lookup(ctx, ROOT, "d").ino, 2);
-    const d = fs.lookup(ctx, ROOT, "d");
+    fs.forget(fs.lookup(ctx, ROOT, "d")!.ino, 2);
+    const d = fs.lookup(ctx, ROOT, "d")!;
     expect(d.attr.nlink).toBe(2);
     fs.forget(d.ino, 1);
     expect(fs.dumpState()).toBe(before);
@@ -244,7 +244,7 @@ describe("memfs over one shared state", () => {
     const size = () => Object.values(buffers).flat().reduce((s: number, b) => s + (b as SharedArrayBuffer).byteLength, 0);
     const before = size();
     const views = Array.from({ length: 8 }, () => MemFS.view(structuredClone(plan.shared) as MemShared));
-    for (const v of views) expect(v.lookup(ctx, ROOT, "n1999").attr.size).toBe(0);
+    for (const v of views) expect(v.lookup(ctx, ROOT, "n1999")!.attr.size).toBe(0);
     expect(size()).toBe(before);
   });
 });
@@ -289,7 +289,7 @@ describe("memfs views: locks and O_TMPFILE are shared state", () => {
     await Bun.sleep(300); // longer than lockBoundMs: a held mutex would make these fail-stop
     expect(got).toBe(false);
     a.mknod(ctx, ROOT, "other", 0o100644, 0, 0);
-    expect(b.lookup(ctx, ROOT, "other").attr.nlink).toBe(1);
+    expect(b.lookup(ctx, ROOT, "other")!.attr.nlink).toBe(1);
     a.setlk(ctx, entry.ino, fhOf(open), 1n, lockOf(0, 9, F_UNLCK), false);
     await waiting;
     expect(got).toBe(true);

@@ -170,11 +170,11 @@ describe("root and basics", () => {
     const fs = memfs();
     const d = fs.mkdir(ctx, ROOT, "d", 0o755, 0);
     const f = mkfile(fs, d.ino, "f");
-    expect(fs.lookup(ctx, d.ino, "f").ino).toBe(f.ino);
-    expect(fs.lookup(ctx, d.ino, ".").ino).toBe(d.ino);
-    expect(fs.lookup(ctx, d.ino, "..").ino).toBe(ROOT);
-    expect(fs.lookup(ctx, ROOT, "..").ino).toBe(ROOT);
-    expect(errnoOf(() => fs.lookup(ctx, d.ino, "nope"))).toBe(Errno.ENOENT);
+    expect(fs.lookup(ctx, d.ino, "f")!.ino).toBe(f.ino);
+    expect(fs.lookup(ctx, d.ino, ".")!.ino).toBe(d.ino);
+    expect(fs.lookup(ctx, d.ino, "..")!.ino).toBe(ROOT);
+    expect(fs.lookup(ctx, ROOT, "..")!.ino).toBe(ROOT);
+    expect(fs.lookup(ctx, d.ino, "nope")).toBeNull(); // a missing name: null, no exception
     expect(errnoOf(() => fs.lookup(ctx, f.ino, "x"))).toBe(Errno.ENOTDIR);
   });
 
@@ -456,7 +456,7 @@ describe("links and removal", () => {
     const l = fs.link(ctx, ino, d.ino, "b");
     expect(l.ino).toBe(ino);
     expect(l.attr.nlink).toBe(2);
-    expect(fs.lookup(ctx, d.ino, "b").attr.nlink).toBe(2);
+    expect(fs.lookup(ctx, d.ino, "b")!.attr.nlink).toBe(2);
     fs.unlink(ctx, ROOT, "a");
     expect(attrOf(fs, ino).nlink).toBe(1);
     expect(dec.decode(read(fs, ino, fh, 0, 100))).toBe("shared");
@@ -477,7 +477,7 @@ describe("links and removal", () => {
     expect(errnoOf(() => fs.rmdir(ctx, ROOT, "."))).toBe(Errno.EINVAL);
     fs.unlink(ctx, d.ino, "f");
     fs.rmdir(ctx, ROOT, "d");
-    expect(errnoOf(() => fs.lookup(ctx, ROOT, "d"))).toBe(Errno.ENOENT);
+    expect(fs.lookup(ctx, ROOT, "d")).toBeNull(); // a missing name: null, no exception
     expect(attrOf(fs, ROOT).nlink).toBe(2);
     expect(attrOf(fs, ROOT).size).toBe(40);
   });
@@ -572,7 +572,7 @@ describe("lookup counts and lifetime", () => {
     expect(attrOf(fs, b.ino).nlink).toBe(0);
     fs.forget(b.ino, 1);
     expect(fs.has(b.ino)).toBe(false);
-    expect(fs.lookup(ctx, ROOT, "b").ino).toBe(a.ino);
+    expect(fs.lookup(ctx, ROOT, "b")!.ino).toBe(a.ino);
   });
 });
 
@@ -707,14 +707,14 @@ describe("rename", () => {
     const { fs, a, b } = setup();
     const f = mkfile(fs, a, "f");
     fs.rename(ctx, a, "f", b, "g", 0);
-    expect(errnoOf(() => fs.lookup(ctx, a, "f"))).toBe(Errno.ENOENT);
-    expect(fs.lookup(ctx, b, "g").ino).toBe(f.ino);
+    expect(fs.lookup(ctx, a, "f")).toBeNull(); // a missing name: null, no exception
+    expect(fs.lookup(ctx, b, "g")!.ino).toBe(f.ino);
     const sub = fs.mkdir(ctx, a, "sub", 0o755, 0).ino;
     expect(attrOf(fs, a).nlink).toBe(3);
     fs.rename(ctx, a, "sub", b, "sub2", 0);
     expect(attrOf(fs, a).nlink).toBe(2);
     expect(attrOf(fs, b).nlink).toBe(3);
-    expect(fs.lookup(ctx, sub, "..").ino).toBe(b);
+    expect(fs.lookup(ctx, sub, "..")!.ino).toBe(b);
     expect(list(fs, sub)[1]!.ino).toBe(b);
     expect(errnoOf(() => fs.rename(ctx, a, "missing", b, "x", 0))).toBe(Errno.ENOENT);
   });
@@ -725,13 +725,13 @@ describe("rename", () => {
     const f2 = mkfile(fs, ROOT, "f2");
     write(fs, f1.ino, f1.fh, 0, "one");
     fs.rename(ctx, ROOT, "f1", ROOT, "f2", 0);
-    expect(fs.lookup(ctx, ROOT, "f2").ino).toBe(f1.ino);
+    expect(fs.lookup(ctx, ROOT, "f2")!.ino).toBe(f1.ino);
     expect(attrOf(fs, f2.ino).nlink).toBe(0);
     // dir over empty dir
     const rootLinks = attrOf(fs, ROOT).nlink; // 4
     fs.rename(ctx, ROOT, "a", ROOT, "b", 0);
     expect(attrOf(fs, ROOT).nlink).toBe(rootLinks - 1);
-    expect(fs.lookup(ctx, ROOT, "b").ino).toBe(a);
+    expect(fs.lookup(ctx, ROOT, "b")!.ino).toBe(a);
     expect(attrOf(fs, b).nlink).toBe(0);
     // dir over non-empty dir
     const c = fs.mkdir(ctx, ROOT, "c", 0o755, 0).ino;
@@ -758,11 +758,11 @@ describe("rename", () => {
     const f = mkfile(fs, ROOT, "f");
     fs.link(ctx, f.ino, ROOT, "g");
     fs.rename(ctx, ROOT, "f", ROOT, "g", 0);
-    expect(fs.lookup(ctx, ROOT, "f").ino).toBe(f.ino);
-    expect(fs.lookup(ctx, ROOT, "g").ino).toBe(f.ino);
+    expect(fs.lookup(ctx, ROOT, "f")!.ino).toBe(f.ino);
+    expect(fs.lookup(ctx, ROOT, "g")!.ino).toBe(f.ino);
     expect(attrOf(fs, f.ino).nlink).toBe(2);
     fs.rename(ctx, ROOT, "f", ROOT, "f", 0);
-    expect(fs.lookup(ctx, ROOT, "f").ino).toBe(f.ino);
+    expect(fs.lookup(ctx, ROOT, "f")!.ino).toBe(f.ino);
   });
 
   test("RENAME_NOREPLACE and RENAME_EXCHANGE", () => {
@@ -771,20 +771,20 @@ describe("rename", () => {
     const g = mkfile(fs, b, "g");
     expect(errnoOf(() => fs.rename(ctx, a, "f", b, "g", 1))).toBe(Errno.EEXIST);
     fs.rename(ctx, a, "f", b, "h", 1);
-    expect(fs.lookup(ctx, b, "h").ino).toBe(f.ino);
+    expect(fs.lookup(ctx, b, "h")!.ino).toBe(f.ino);
     expect(errnoOf(() => fs.rename(ctx, b, "h", a, "nothing", 2))).toBe(Errno.ENOENT);
     fs.rename(ctx, b, "h", b, "g", 2);
-    expect(fs.lookup(ctx, b, "h").ino).toBe(g.ino);
-    expect(fs.lookup(ctx, b, "g").ino).toBe(f.ino);
+    expect(fs.lookup(ctx, b, "h")!.ino).toBe(g.ino);
+    expect(fs.lookup(ctx, b, "g")!.ino).toBe(f.ino);
     // exchange a directory with a file across parents: link counts move
     const d = fs.mkdir(ctx, a, "d", 0o755, 0).ino;
     expect(attrOf(fs, a).nlink).toBe(3);
     fs.rename(ctx, a, "d", b, "g", 2);
     expect(attrOf(fs, a).nlink).toBe(2);
     expect(attrOf(fs, b).nlink).toBe(3);
-    expect(fs.lookup(ctx, b, "g").ino).toBe(d);
-    expect(fs.lookup(ctx, a, "d").ino).toBe(f.ino);
-    expect(fs.lookup(ctx, d, "..").ino).toBe(b);
+    expect(fs.lookup(ctx, b, "g")!.ino).toBe(d);
+    expect(fs.lookup(ctx, a, "d")!.ino).toBe(f.ino);
+    expect(fs.lookup(ctx, d, "..")!.ino).toBe(b);
     expect(errnoOf(() => fs.rename(ctx, a, "d", b, "g", 3))).toBe(Errno.EINVAL);
     expect(errnoOf(() => fs.rename(ctx, a, "d", b, "g", 8))).toBe(Errno.EINVAL);
   });
@@ -793,7 +793,7 @@ describe("rename", () => {
     const fs = memfs();
     mkfile(fs, ROOT, "f");
     fs.rename(ctx, ROOT, "f", ROOT, "g", 4);
-    const w = fs.lookup(ctx, ROOT, "f");
+    const w = fs.lookup(ctx, ROOT, "f")!;
     expect(w.attr.mode).toBe(S_IFCHR);
     expect(w.attr.rdev).toBe(0);
   });

@@ -873,13 +873,14 @@ export class MemFS implements InodeFS {
 
   // ---- InodeFS: names -----------------------------------------------------------------------
 
-  lookup(_ctx: RequestContext, parent: number, name: string): Entry {
+  /** A missing name is `null`, not a throw: most LOOKUPs before a create are misses. */
+  lookup(_ctx: RequestContext, parent: number, name: string): Entry | null {
     const p = this.dirNode(parent);
     if (name === ".") return this.entry(p);
     if (name === "..") return this.entry(this.parentOf(p));
     checkName(name);
     const d = this.st.find(p.slot, name);
-    if (d === 0) fail("ENOENT");
+    if (d === 0) return null;
     return this.entry(new Node(this.st, this.st.direntNode(d)));
   }
 
