@@ -144,20 +144,23 @@ describe("wire: byte-exact replies through the real dispatcher (no mount)", () =
     expect(r.entry!.attr.size).toBe(5);
   });
 
+  /** The answer to the first request (unique 2) for a missing name with negativeTtl 1.25. */
+  const NEGATIVE_ENTRY_1_25 = [
+    ...outHeader(128, 0, 2),
+    ...u64(0), // nodeid 0: negative entry
+    ...u64(0), // generation
+    ...u64(1), // entry_valid 1 s …
+    ...u64(0), // attr_valid
+    ...u32(250000000), // … + 250 ms
+    ...u32(0),
+    ...new Array(88).fill(0), // attr: zeros
+  ];
+
   test("LOOKUP of a missing name: ENOENT (header only); with negativeTtl a cached negative entry", async () => {
     const t = tester();
     expectReply(await t.lookup(1, "nope"), outHeader(0, 2, 2));
     const n = testFs(fixture(), { negativeTtl: 1.25 });
-    expectReply(await n.lookup(1, "nope"), [
-      ...outHeader(128, 0, 2),
-      ...u64(0), // nodeid 0: negative entry
-      ...u64(0), // generation
-      ...u64(1), // entry_valid 1 s …
-      ...u64(0), // attr_valid
-      ...u32(250000000), // … + 250 ms
-      ...u32(0),
-      ...new Array(88).fill(0), // attr: zeros
-    ]);
+    expectReply(await n.lookup(1, "nope"), NEGATIVE_ENTRY_1_25);
   });
 
   test("LOOKUP answered null (sync or async) is a missing name: the same bytes as a thrown ENOENT", async () => {
@@ -165,16 +168,7 @@ describe("wire: byte-exact replies through the real dispatcher (no mount)", () =
       const plain = testFs({ lookup });
       expectReply(await plain.lookup(1, "nope"), outHeader(0, 2, 2));
       const cached = testFs({ lookup }, { negativeTtl: 1.25 });
-      expectReply(await cached.lookup(1, "nope"), [
-        ...outHeader(128, 0, 2),
-        ...u64(0), // nodeid 0: negative entry
-        ...u64(0),
-        ...u64(1),
-        ...u64(0),
-        ...u32(250000000),
-        ...u32(0),
-        ...new Array(88).fill(0),
-      ]);
+      expectReply(await cached.lookup(1, "nope"), NEGATIVE_ENTRY_1_25);
     }
     // undefined is still a handler bug (a forgotten return), not a missing name: EIO.
     expectReply(await testFs({ lookup: () => undefined as never }).lookup(1, "nope"), outHeader(0, 5, 2));
