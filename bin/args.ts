@@ -88,9 +88,9 @@ Tuning (measured defaults; for experiments and benchmarks, each also an environm
                                   thread (default: by queues per ring; FUSE_URING_NATIVE_SYNC_MAX)
   --no-pin                        do not pin worker threads to their queues' CPUs
                                   (FUSE_URING_NO_PIN=1)
-  --no-native-getattr             GETATTR always goes to the filesystem's handler; by default
-                                  the shim answers the passthrough's from its node table
-                                  (FUSE_URING_NATIVE_GETATTR=0)
+  --no-native-getattr             GETATTR (and LOOKUP of a missing name) always go to the
+                                  filesystem's handlers; by default the shim answers the
+                                  passthrough's from its node table (FUSE_URING_NATIVE_GETATTR=0)
   --lock-spin-us US               µs a thread spins on a shared filesystem lock before it
                                   sleeps (default 20; FUSE_URING_SPIN_US)
   --test NAME[=VALUE]             test options (the suite's fault injection): poison, fault=SPEC,

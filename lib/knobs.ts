@@ -29,7 +29,7 @@ export const KNOBS: readonly KnobSpec[] = [
   { env: "FUSE_URING_WAIT_US", kind: "tuning", flag: "--ring-wait-us US", what: "µs a ring's owner blocks in the kernel before its event loop runs (default 10000)" },
   { env: "FUSE_URING_RING_FLAGS", kind: "tuning", flag: "--ring-flags N", what: "io_uring setup flags (default SINGLE_ISSUER | DEFER_TASKRUN)" },
   { env: "FUSE_URING_NATIVE_SYNC_MAX", kind: "tuning", flag: "--native-sync-max BYTES", what: "native transfers up to BYTES run synchronously on the ring's thread (default: by queues per ring)" },
-  { env: "FUSE_URING_NATIVE_GETATTR", kind: "tuning", flag: "--no-native-getattr", what: "0: GETATTR always goes to the filesystem's handler (no native node table)" },
+  { env: "FUSE_URING_NATIVE_GETATTR", kind: "tuning", flag: "--no-native-getattr", what: "0: GETATTR and LOOKUP of missing names always go to the filesystem's handlers (no native node table)" },
   { env: "FUSE_URING_NO_PIN", kind: "tuning", flag: "--no-pin", what: "1: worker threads are not pinned to their queues' CPUs" },
   { env: "FUSE_URING_SPIN_US", kind: "tuning", flag: "--lock-spin-us US", what: "µs a thread spins on a shared filesystem lock before sleeping (default 20)" },
   { env: "FUSE_URING_POISON", kind: "test", flag: "--test poison", what: "1: fill unused payload bytes with a pattern and check it on reuse" },

@@ -51,11 +51,13 @@ export const symbols = {
   fu_ring_io: { args: [ptr, u32, u32, i32, u64, u32], returns: i32 },
   fu_ring_destroy: { args: [ptr], returns: vd },
   fu_ring_stats: { args: [ptr], returns: ptr },
+  fu_ring_released: { args: [ptr], returns: ptr },
 
   fu_dataplane_create: { args: [u32, ptr], returns: ptr },
   fu_dataplane_set: { args: [ptr, u32, i32, u32], returns: i32 },
   fu_dataplane_destroy: { args: [ptr], returns: vd },
   fu_dataplane_enable_nodes: { args: [ptr, u32, u64, u32], returns: i32 },
+  fu_dataplane_enable_missing: { args: [ptr, u64, u32], returns: i32 },
   fu_dataplane_node_set: { args: [ptr, u64, i32], returns: i32 },
   fu_dataplane_node_clear: { args: [ptr, u64, u32], returns: vd },
   fu_dataplane_node_drain: { args: [ptr, u64], returns: vd },
@@ -70,7 +72,7 @@ export const SHIM_NAME = "libfuse_uring_shim.so";
  * incompatible changes). A shim built from another checkout or an older prebuilt copy would
  * otherwise load and misbehave in ways that look like kernel bugs.
  */
-export const EXPECTED_SHIM_ABI = 7;
+export const EXPECTED_SHIM_ABI = 8;
 
 const REBUILD_HINT = "rebuild it from this checkout with `bash scripts/setup.sh` (or point FUSE_URING_SHIM at a matching build)";
 

@@ -7,6 +7,12 @@
 //! fd serves it from that fd. The kernel only sends I/O on a handle after the OPEN reply and
 //! sends RELEASE only after the last I/O on it was answered, so a slot is never cleared while a
 //! request on it is being served (the stores are still atomic: several threads read the table).
+//!
+//! A slot is empty, mapped, busy (being released by a transport thread) or released: its
+//! RELEASE was answered natively (mode_release) and the descriptor closed, and the slot waits
+//! until JS collects it (set(slot, -1) answers 1 once) and finishes its own bookkeeping. The
+//! state word is the only arbiter between the thread that releases natively and JS clearing a
+//! slot (teardown), so exactly one of them reports the handle as closed.
 
 const std = @import("std");
 const linux = std.os.linux;
@@ -32,12 +38,29 @@ pub const Handle = struct {
     flush_fd: i32 = -1,
 };
 
+/// Slot states (DataPlane.states).
+const slot_empty: u32 = 0;
+const slot_mapped: u32 = 1;
+const slot_busy: u32 = 2;
+const slot_released: u32 = 3;
+
+/// fu_dataplane_set(slot, -1) results.
+pub const cleared_mapped: i32 = 0;
+pub const cleared_released: i32 = 1;
+pub const cleared_nothing: i32 = 2;
+/// fu_dataplane_set fd: collect a natively released slot, leave any other alone.
+pub const collect_only: i32 = -2;
+
 /// fu_dataplane_set mode bits.
 pub const mode_direct: u32 = 1;
 /// The filesystem's FLUSH of this handle is close(dup(fd)) of the descriptor it gave (what
 /// close(2) of the caller's file does to the backing file, as libfuse's passthrough does): the
 /// shim answers FLUSH itself, one JS request less per close.
 pub const mode_flush: u32 = 2;
+/// The filesystem's RELEASE of this handle is close(fd) of the descriptor it gave plus
+/// bookkeeping it does later (lib/session: releaseClosed): a ring whose owner collects released
+/// slots (fu_ring_released) closes the descriptor and answers RELEASE itself.
+pub const mode_release: u32 = 4;
 
 pub const DataPlane = struct {
     fds: []i32,
@@ -48,6 +71,10 @@ pub const DataPlane = struct {
     direct: []bool,
     /// Per slot: the descriptor a native FLUSH duplicates and closes (mode_flush), or -1.
     flushes: []i32,
+    /// Per slot: the descriptor a native RELEASE closes (mode_release), or -1.
+    releases: []i32,
+    /// Per slot: slot_empty, slot_mapped, slot_busy or slot_released (atomic).
+    states: []u32,
     /// Node descriptors GETATTR is answered from (enableNodes), or null: every GETATTR goes to JS.
     nodes: ?*NodeTable = null,
 
@@ -61,7 +88,7 @@ pub const DataPlane = struct {
             err.* = sys.neg(.NOMEM);
             return null;
         };
-        self.* = .{ .fds = &.{}, .fallbacks = &.{}, .owned = &.{}, .direct = &.{}, .flushes = &.{} };
+        self.* = .{ .fds = &.{}, .fallbacks = &.{}, .owned = &.{}, .direct = &.{}, .flushes = &.{}, .releases = &.{}, .states = &.{} };
         self.allocate(capacity) catch {
             self.destroy();
             err.* = sys.neg(.NOMEM);
@@ -82,6 +109,10 @@ pub const DataPlane = struct {
         @memset(self.direct, false);
         self.flushes = try allocator.alloc(i32, capacity);
         @memset(self.flushes, -1);
+        self.releases = try allocator.alloc(i32, capacity);
+        @memset(self.releases, -1);
+        self.states = try allocator.alloc(u32, capacity);
+        @memset(self.states, slot_empty);
     }
 
     pub fn destroy(self: *DataPlane) void {
@@ -93,25 +124,34 @@ pub const DataPlane = struct {
         if (self.owned.len > 0) allocator.free(self.owned);
         if (self.direct.len > 0) allocator.free(self.direct);
         if (self.flushes.len > 0) allocator.free(self.flushes);
+        if (self.releases.len > 0) allocator.free(self.releases);
+        if (self.states.len > 0) allocator.free(self.states);
         allocator.destroy(self);
     }
 
-    /// fd < 0 clears the slot (and closes what the table opened for it). `fd` stays owned by the
-    /// caller. With `mode_direct` the handle's I/O bypasses the page cache: a buffered `fd` is
-    /// reopened with O_DIRECT (kept buffered if the backing filesystem refuses O_DIRECT); an
-    /// `fd` that already is O_DIRECT gets a buffered reopen as its fallback whatever the mode.
+    /// fd >= 0 maps an empty slot. With `mode_direct` the handle's I/O bypasses the page cache:
+    /// a buffered `fd` is reopened with O_DIRECT (kept buffered if the backing filesystem refuses
+    /// O_DIRECT); an `fd` that already is O_DIRECT gets a buffered reopen as its fallback
+    /// whatever the mode. `fd` stays owned by the caller (unless a native RELEASE closes it).
+    /// fd < 0 clears the slot and closes what the table opened for it: cleared_mapped (the
+    /// caller's descriptor is still open), cleared_released (RELEASE was answered natively and
+    /// closed it; reported once) or cleared_nothing (empty, or being released right now).
+    /// fd == collect_only clears a released slot only (cleared_released), never a mapped one.
     pub fn set(self: *DataPlane, slot: u32, fd: i32, mode: u32) i32 {
         if (slot >= self.fds.len) return sys.neg(.INVAL);
-        if (fd < 0) {
-            @atomicStore(i32, &self.fds[slot], -1, .release);
-            const owned = self.owned[slot];
-            self.owned[slot] = -1;
-            self.fallbacks[slot] = -1;
-            self.direct[slot] = false;
-            self.flushes[slot] = -1;
-            if (owned >= 0) sys.closeFd(owned);
-            return 0;
+        if (fd == collect_only) {
+            return if (@cmpxchgStrong(u32, &self.states[slot], slot_released, slot_empty, .acq_rel, .acquire) == null) cleared_released else cleared_nothing;
         }
+        if (fd < 0) {
+            if (@cmpxchgStrong(u32, &self.states[slot], slot_mapped, slot_busy, .acq_rel, .acquire)) |cur| {
+                if (cur == slot_released and @cmpxchgStrong(u32, &self.states[slot], slot_released, slot_empty, .acq_rel, .acquire) == null) return cleared_released;
+                return cleared_nothing;
+            }
+            self.clearSlot(slot);
+            @atomicStore(u32, &self.states[slot], slot_empty, .release);
+            return cleared_mapped;
+        }
+        if (@atomicLoad(u32, &self.states[slot], .acquire) != slot_empty) return sys.neg(.BUSY);
         assert(self.owned[slot] == -1 and self.fds[slot] == -1);
         var io_fd = fd;
         var fallback: i32 = -1;
@@ -137,8 +177,44 @@ pub const DataPlane = struct {
         self.direct[slot] = direct;
         // The caller's own descriptor, whichever the I/O goes to: the one its flush would close.
         self.flushes[slot] = if (mode & mode_flush != 0) fd else -1;
+        self.releases[slot] = if (mode & mode_release != 0) fd else -1;
         @atomicStore(i32, &self.fds[slot], io_fd, .release);
+        @atomicStore(u32, &self.states[slot], slot_mapped, .release);
         return 0;
+    }
+
+    /// The slot's fields back to empty, closing what the table opened. Its state is slot_busy
+    /// (the caller owns it until it stores the next state).
+    fn clearSlot(self: *DataPlane, slot: u32) void {
+        assert(@atomicLoad(u32, &self.states[slot], .acquire) == slot_busy);
+        @atomicStore(i32, &self.fds[slot], -1, .release);
+        const owned = self.owned[slot];
+        self.owned[slot] = -1;
+        self.fallbacks[slot] = -1;
+        self.direct[slot] = false;
+        self.flushes[slot] = -1;
+        self.releases[slot] = -1;
+        if (owned >= 0) sys.closeFd(owned);
+    }
+
+    /// RELEASE of native handle `fh`, answered by the shim: the slot is cleared, the caller's
+    /// descriptor closed (close's result, 0 or -errno, is the answer) and the slot left
+    /// released until JS collects it. null when `fh` is no mode_release handle (JS answers).
+    /// The kernel sends RELEASE once, after the handle's last request was answered.
+    pub fn release(self: *DataPlane, fh: u64) ?i64 {
+        if (fh < fh_tag or fh - fh_tag >= self.fds.len) return null;
+        const slot: u32 = @intCast(fh - fh_tag);
+        if (@cmpxchgStrong(u32, &self.states[slot], slot_mapped, slot_busy, .acq_rel, .acquire) != null) return null;
+        const fd = self.releases[slot];
+        if (fd < 0) {
+            @atomicStore(u32, &self.states[slot], slot_mapped, .release);
+            return null;
+        }
+        self.clearSlot(slot);
+        // close is never restarted (the descriptor is gone even on EINTR).
+        const rc = sys.result(linux.close(fd));
+        @atomicStore(u32, &self.states[slot], slot_released, .release);
+        return rc;
     }
 
     /// From now on GETATTR is answered from a node table of 2^log2 entries (once; it lives as
@@ -187,6 +263,11 @@ pub const NodeTable = struct {
     mask: u64,
     ttl_sec: u64,
     ttl_nsec: u32,
+    /// 1 once LOOKUPs of missing names in the table's directories are answered here
+    /// (enableMissing; published atomically), with this negative-entry TTL (0: ENOENT).
+    missing: u32 = 0,
+    neg_sec: u64 = 0,
+    neg_nsec: u32 = 0,
 
     pub const max_log2: u5 = 22;
 
@@ -271,17 +352,55 @@ pub const NodeTable = struct {
         }
     }
 
-    /// GETATTR of `nodeid` into `pay` (fuse_attr_out): its size, or null when the node has no
-    /// entry or the statx failed (JS answers then, with its own errors and fallbacks).
-    pub fn getattr(self: *NodeTable, nodeid: u64, pay: [*]u8) ?i64 {
+    /// statx(`path` relative to node `nodeid`'s descriptor) counted as a reader of its entry (so
+    /// clear() waits for it): the errno, or null when the entry holds no descriptor of that node.
+    fn statxAt(self: *NodeTable, nodeid: u64, path: [*:0]const u8, flags: u32, mask: u32, stx: *linux.Statx) ?linux.E {
         const i = self.index(nodeid);
         _ = @atomicRmw(u32, &self.users[i], .Add, 1, .seq_cst);
         defer _ = @atomicRmw(u32, &self.users[i], .Sub, 1, .seq_cst);
         const fd = @atomicLoad(i32, &self.fds[i], .seq_cst);
         if (fd < 0 or @atomicLoad(u64, &self.ids[i], .seq_cst) != nodeid) return null;
+        return sys.errnoOf(linux.statx(fd, path, flags, mask, stx));
+    }
+
+    /// From now on a LOOKUP in a directory of the table whose name is not there is answered by
+    /// the shim (lookupMissing): a negative entry with TTL `sec` + `nsec`, or ENOENT when 0.
+    pub fn enableMissing(self: *NodeTable, sec: u64, nsec: u32) i32 {
+        if (nsec >= 1_000_000_000) return sys.neg(.INVAL);
+        if (@atomicLoad(u32, &self.missing, .acquire) != 0) return sys.neg(.EXIST);
+        self.neg_sec = sec;
+        self.neg_nsec = nsec;
+        @atomicStore(u32, &self.missing, 1, .release);
+        return 0;
+    }
+
+    /// LOOKUP of `name` (the request's payload: `len` bytes, the last a NUL) in directory node
+    /// `nodeid`, when the name does not exist there (statx on the directory's descriptor says
+    /// ENOENT: what the filesystem's own lookup does first): the answer's payload size — a
+    /// negative fuse_entry_out written to `pay` (nodeid 0, entry_valid = the negative TTL) — or
+    /// -ENOENT without a negative TTL. null: JS answers (not enabled, no entry, "." or "..",
+    /// the name exists, any other error).
+    pub fn lookupMissing(self: *NodeTable, nodeid: u64, name: [*]const u8, len: u32, pay: [*]u8) ?i64 {
+        if (@atomicLoad(u32, &self.missing, .acquire) == 0) return null;
+        if (len < 2 or name[len - 1] != 0) return null;
+        const n = name[0 .. len - 1];
+        if (std.mem.indexOfScalar(u8, n, 0) != null or std.mem.eql(u8, n, ".") or std.mem.eql(u8, n, "..")) return null;
         var stx: linux.Statx = undefined;
-        const rc = linux.statx(fd, "", linux.AT.EMPTY_PATH | linux.AT.SYMLINK_NOFOLLOW, linux.STATX_BASIC_STATS, &stx);
-        if (sys.errnoOf(rc) != .SUCCESS) return null;
+        const e = self.statxAt(nodeid, @ptrCast(name), linux.AT.SYMLINK_NOFOLLOW, linux.STATX_TYPE, &stx) orelse return null;
+        if (e != .NOENT) return null;
+        if (self.neg_sec == 0 and self.neg_nsec == 0) return sys.neg(.NOENT);
+        @memset(pay[0..entry_out_size], 0);
+        std.mem.writeInt(u64, pay[16..24], self.neg_sec, .little);
+        std.mem.writeInt(u32, pay[32..36], self.neg_nsec, .little);
+        return entry_out_size;
+    }
+
+    /// GETATTR of `nodeid` into `pay` (fuse_attr_out): its size, or null when the node has no
+    /// entry or the statx failed (JS answers then, with its own errors and fallbacks).
+    pub fn getattr(self: *NodeTable, nodeid: u64, pay: [*]u8) ?i64 {
+        var stx: linux.Statx = undefined;
+        const e = self.statxAt(nodeid, "", linux.AT.EMPTY_PATH | linux.AT.SYMLINK_NOFOLLOW, linux.STATX_BASIC_STATS, &stx) orelse return null;
+        if (e != .SUCCESS) return null;
         encodeAttrOut(pay, &stx, self.ttl_sec, self.ttl_nsec);
         return attr_out_size;
     }
@@ -289,6 +408,9 @@ pub const NodeTable = struct {
 
 /// struct fuse_attr_out: attr_valid, attr_valid_nsec, dummy, struct fuse_attr (88 bytes).
 pub const attr_out_size: u32 = 104;
+/// struct fuse_entry_out: nodeid, generation, entry_valid, attr_valid, entry_valid_nsec,
+/// attr_valid_nsec, struct fuse_attr.
+pub const entry_out_size: u32 = 128;
 
 /// fuse_attr_out from a statx, as lib/protocol/codec.ts encodeAttrOut does from the Attr the
 /// passthrough builds (lib/fs/passthrough/stat.ts attr()).
@@ -397,11 +519,13 @@ pub fn transfer(fd: i32, opcode: u32, pay: [*]u8, size: u32, offset: u64) i64 {
 }
 
 /// Opcodes the data plane serves (fuse_kernel.h).
+pub const op_lookup: u32 = 1;
 pub const op_getattr: u32 = 3;
 pub const op_read: u32 = 15;
 pub const op_write: u32 = 16;
 pub const op_fsync: u32 = 20;
 pub const op_flush: u32 = 25;
+pub const op_release: u32 = 18;
 
 /// A native FLUSH: close(dup(fd)), which runs the backing file's ->flush (NFS, FUSE: write-back
 /// and its error) without closing the caller's descriptor. 0 or -errno; null when no descriptor
@@ -446,8 +570,8 @@ pub fn encodeAnswer(hdr: [*]u8, pay: [*]u8, opcode: u32, res: i64, tally: *Tally
     } else if (opcode == op_read) {
         out_len = @intCast(res);
         tally.read_bytes += out_len;
-    } else if (opcode == op_getattr) {
-        out_len = @intCast(res); // fuse_attr_out, written by NodeTable.getattr
+    } else if (opcode == op_getattr or opcode == op_lookup) {
+        out_len = @intCast(res); // fuse_attr_out / fuse_entry_out, written by the NodeTable
     } else if (opcode == op_write) {
         std.mem.writeInt(u32, pay[0..4], @intCast(res), .little);
         std.mem.writeInt(u32, pay[4..8], 0, .little);
@@ -538,4 +662,77 @@ test "mode_flush: the handle names the caller's descriptor; flush leaves it open
     try std.testing.expect(sys.errnoOf(linux.fcntl(fd, linux.F.GETFL, 0)) == .SUCCESS);
     _ = dp.set(1, -1, 0);
     try std.testing.expectEqual(@as(?Handle, null), dp.lookup(fh_tag + 1));
+}
+
+test "mode_release: RELEASE closes the caller's descriptor; the slot is reported released once" {
+    var err: i32 = 0;
+    const dp = DataPlane.create(2, &err).?;
+    defer dp.destroy();
+    const open = struct {
+        fn devNull() !i32 {
+            const rc = linux.openat(linux.AT.FDCWD, "/dev/null", .{ .ACCMODE = .RDWR, .CLOEXEC = true }, 0);
+            try std.testing.expect(sys.errnoOf(rc) == .SUCCESS);
+            return @intCast(rc);
+        }
+    };
+    // Without the mode: not released natively; clearing reports the descriptor still open.
+    const a = try open.devNull();
+    try std.testing.expectEqual(@as(i32, 0), dp.set(0, a, mode_flush));
+    try std.testing.expectEqual(@as(?i64, null), dp.release(fh_tag));
+    try std.testing.expectEqual(cleared_mapped, dp.set(0, -1, 0));
+    try std.testing.expectEqual(cleared_nothing, dp.set(0, -1, 0));
+    // With it: closed, lookups miss, the slot cannot be mapped until collected, and collecting
+    // says so exactly once.
+    const b = try open.devNull();
+    try std.testing.expectEqual(@as(i32, 0), dp.set(1, b, mode_flush | mode_release));
+    try std.testing.expectEqual(cleared_nothing, dp.set(1, collect_only, 0)); // still mapped
+    try std.testing.expectEqual(@as(?i64, 0), dp.release(fh_tag + 1));
+    try std.testing.expect(sys.errnoOf(linux.fcntl(b, linux.F.GETFL, 0)) == .BADF);
+    try std.testing.expectEqual(@as(?Handle, null), dp.lookup(fh_tag + 1));
+    try std.testing.expectEqual(@as(?i64, null), dp.release(fh_tag + 1));
+    try std.testing.expectEqual(sys.neg(.BUSY), dp.set(1, a, 0));
+    try std.testing.expectEqual(cleared_released, dp.set(1, -1, 0));
+    try std.testing.expectEqual(cleared_nothing, dp.set(1, -1, 0));
+    try std.testing.expectEqual(@as(i32, 0), dp.set(1, a, mode_release));
+    try std.testing.expectEqual(@as(?i64, 0), dp.release(fh_tag + 1) orelse -1); // closes a
+    try std.testing.expectEqual(cleared_released, dp.set(1, collect_only, 0));
+    try std.testing.expectEqual(cleared_nothing, dp.set(1, collect_only, 0));
+    const a2 = try open.devNull();
+    try std.testing.expectEqual(a, a2); // the lowest free number again
+
+    defer sys.closeFd(a2);
+    try std.testing.expectEqual(@as(i32, 0), dp.set(1, a2, 0));
+    try std.testing.expectEqual(cleared_mapped, dp.set(1, -1, 0));
+    // Outside the table.
+    try std.testing.expectEqual(@as(?i64, null), dp.release(fh_tag + 2));
+    try std.testing.expectEqual(@as(?i64, null), dp.release(7));
+}
+
+test "node table: LOOKUP of a missing name is a negative entry (or ENOENT); anything else goes to JS" {
+    var err: i32 = 0;
+    const t = NodeTable.create(2, 1, 0, &err).?;
+    defer t.destroy();
+    const rc = linux.openat(linux.AT.FDCWD, "/", .{ .PATH = true, .DIRECTORY = true, .CLOEXEC = true }, 0);
+    try std.testing.expect(sys.errnoOf(rc) == .SUCCESS);
+    const fd: i32 = @intCast(rc);
+    defer sys.closeFd(fd);
+    var pay: [entry_out_size]u8 = @splat(0xee);
+    const missing = "fuse-uring-no-such-name\x00";
+    try std.testing.expectEqual(@as(i32, 0), t.set(1, fd));
+    try std.testing.expectEqual(@as(?i64, null), t.lookupMissing(1, missing, missing.len, &pay)); // not enabled
+    try std.testing.expectEqual(@as(i32, 0), t.enableMissing(0, 0));
+    try std.testing.expectEqual(@as(?i64, sys.neg(.NOENT)), t.lookupMissing(1, missing, missing.len, &pay));
+    t.neg_sec = 1;
+    t.neg_nsec = 250_000_000;
+    try std.testing.expectEqual(@as(?i64, entry_out_size), t.lookupMissing(1, missing, missing.len, &pay));
+    try std.testing.expectEqual(@as(u64, 0), std.mem.readInt(u64, pay[0..8], .little)); // nodeid 0
+    try std.testing.expectEqual(@as(u64, 1), std.mem.readInt(u64, pay[16..24], .little));
+    try std.testing.expectEqual(@as(u32, 250_000_000), std.mem.readInt(u32, pay[32..36], .little));
+    try std.testing.expectEqual(@as(u8, 0), pay[127]);
+    const there = "proc\x00";
+    try std.testing.expectEqual(@as(?i64, null), t.lookupMissing(1, there, there.len, &pay)); // exists
+    try std.testing.expectEqual(@as(?i64, null), t.lookupMissing(1, "..\x00", 3, &pay));
+    try std.testing.expectEqual(@as(?i64, null), t.lookupMissing(1, "x", 1, &pay)); // no NUL
+    try std.testing.expectEqual(@as(?i64, null), t.lookupMissing(5, missing, missing.len, &pay)); // not in the table
+    try std.testing.expectEqual(sys.neg(.EXIST), t.enableMissing(0, 0));
 }

@@ -105,7 +105,28 @@ pub const Stats = extern struct {
     // ---- ABI 7 ----
     /// GETATTRs answered natively from the node table (no JS).
     native_getattrs: u64 = 0,
+    // ---- ABI 8 ----
+    /// RELEASEs answered natively (mode_release handles: close(fd); JS collects the slot).
+    native_releases: u64 = 0,
+    /// LOOKUPs of missing names answered natively from the node table (negative entry/ENOENT).
+    native_lookups: u64 = 0,
 };
+
+/// Slots of the RELEASEs a ring answered natively since its owner last collected them
+/// (fu_ring_released; docs/DATAPLANE.md "Native RELEASE"). Written by the shim inside enter,
+/// read and emptied by JS between enters: both on the owner thread, so no atomics.
+pub const Released = extern struct {
+    count: u32 = 0,
+    /// Non-zero once the owner asked for the list: only then are RELEASEs answered natively
+    /// (an owner that never collects would leave the filesystem's bookkeeping undone).
+    enabled: u32 = 0,
+    slots: [released_cap]u32 = undefined,
+};
+/// 4 KiB in all. When the list is full, RELEASEs go to JS until it is collected.
+pub const released_cap: u32 = 1022;
+comptime {
+    assert(@sizeOf(Released) == 4096);
+}
 
 /// Buffer pools asked for by fu_ring_create_pooled (docs/BUFFERS.md). `base` is memory the
 /// caller owns (a SharedArrayBuffer allocated by JS) and keeps alive until fu_ring_destroy:
@@ -213,6 +234,7 @@ pub const Ring = struct {
     direct_sync: bool = false,
     /// CQEs of the batch being reaped that come after the one being handled (policy input).
     batch_left: u32 = 0,
+    released: Released = .{},
 
     // Cross-thread.
     bell: bell_mod.Bell,
@@ -580,6 +602,8 @@ pub const Ring = struct {
             self.reap();
             // A blocking wait ends with records for JS, the timer's expiry (JS then goes idle or
             // runs its event loop: timers, signals, the classic reader's doorbell), or the end.
+            // (Released slots wait for the next of these: JS collects them then, at most one
+            // wait period later — returning for them alone cost an enter per closed file.)
             if (self.stopped or self.out_len > 0 or !block or self.timer_fired) break;
             assert(self.timer_live);
         }
@@ -790,6 +814,8 @@ pub const Ring = struct {
         const opcode = std.mem.readInt(u32, hdr[4..8], .little);
         if (opcode == dataplane.op_flush) return self.flushNative(dp, idx);
         if (opcode == dataplane.op_getattr) return self.getattrNative(dp, idx);
+        if (opcode == dataplane.op_release) return self.releaseNative(dp, idx);
+        if (opcode == dataplane.op_lookup) return self.lookupNative(dp, idx);
         if (!dataplane.servedOp(opcode)) return false;
         const op_in = hdr + layout.op_in_offset;
         const fh = std.mem.readInt(u64, op_in[0..8], .little);
@@ -819,6 +845,42 @@ pub const Ring = struct {
         const res = dataplane.flush(h.flush_fd) orelse return false;
         self.beginNative(idx, dataplane.op_flush);
         self.stats.native_flushes += 1;
+        self.finishNative(idx, @intCast(res));
+        return true;
+    }
+
+    /// RELEASE of a mode_release handle, synchronously (a close), when the owner collects
+    /// released slots and has room for one more. False: JS answers it (also a release that
+    /// must unlock flock locks: the filesystem's release handler does that).
+    fn releaseNative(self: *Ring, dp: *DataPlane, idx: u32) bool {
+        const list = &self.released;
+        if (list.enabled == 0 or list.count == released_cap) return false;
+        const op_in = self.header(idx).? + layout.op_in_offset;
+        // struct fuse_release_in: fh u64, flags u32, release_flags u32, lock_owner u64.
+        if (std.mem.readInt(u32, op_in[12..16], .little) != 0) return false;
+        const fh = std.mem.readInt(u64, op_in[0..8], .little);
+        const res = dp.release(fh) orelse return false;
+        list.slots[list.count] = @intCast(fh - dataplane.fh_tag);
+        list.count += 1;
+        self.beginNative(idx, dataplane.op_release);
+        self.stats.native_releases += 1;
+        self.finishNative(idx, @intCast(res));
+        return true;
+    }
+
+    /// LOOKUP of a name missing from a directory in the node table, synchronously (one statx).
+    /// False: JS answers it (see NodeTable.lookupMissing; also no payload buffer).
+    fn lookupNative(self: *Ring, dp: *const DataPlane, idx: u32) bool {
+        const t = dp.nodeTable() orelse return false;
+        const b = self.entryBuf(idx) orelse return false;
+        comptime assert(dataplane.entry_out_size <= 4096); // payload_size is at least a page
+        const hdr = self.header(idx).?;
+        const len = std.mem.readInt(u32, hdr[layout.payload_sz_offset..][0..4], .little);
+        if (len > self.payload_size) return false;
+        const nodeid = std.mem.readInt(u64, hdr[layout.nodeid_offset..][0..8], .little);
+        const res = t.lookupMissing(nodeid, b.ptr, len, b.ptr) orelse return false;
+        self.beginNative(idx, dataplane.op_lookup);
+        self.stats.native_lookups += 1;
         self.finishNative(idx, @intCast(res));
         return true;
     }
@@ -908,8 +970,8 @@ pub const Ring = struct {
         const hdr = self.header(idx).?;
         const opcode: u32 = self.native_op[idx];
         var r = first_res;
-        // (A FLUSH's result is final: its close is never repeated.)
-        if (opcode != dataplane.op_flush and opcode != dataplane.op_getattr and (r == sys.neg(.INTR) or r == sys.neg(.AGAIN) or r == sys.neg(.INVAL))) {
+        // (Only I/O is retried: a FLUSH's or RELEASE's close is never repeated, GETATTR is final.)
+        if (dataplane.servedOp(opcode) and (r == sys.neg(.INTR) or r == sys.neg(.AGAIN) or r == sys.neg(.INVAL))) {
             const op_in = hdr + layout.op_in_offset;
             const fh = std.mem.readInt(u64, op_in[0..8], .little);
             if (self.dp.?.lookup(fh)) |found| {
@@ -936,7 +998,7 @@ pub const Ring = struct {
         // Only a successful WRITE writes payload (its write_out; the kernel gives WRITEs a pool
         // buffer even on zero-copy). A zero-copy READ has no buffer at all.
         var pay: [*]u8 = hdr; // not written unless r >= 0 and WRITE
-        if (r >= 0 and (opcode == dataplane.op_write or opcode == dataplane.op_getattr)) {
+        if (r >= 0 and (opcode == dataplane.op_write or opcode == dataplane.op_getattr or opcode == dataplane.op_lookup)) {
             if (self.entryBuf(idx)) |b| pay = b.ptr else r = sys.neg(.IO);
         }
         var tally: dataplane.Tally = .{};

@@ -18,7 +18,7 @@ const Completion = queue.Completion;
 
 /// Bumped on any incompatible ABI change so TypeScript can refuse a stale library.
 export fn fu_abi_version() u32 {
-    return 7;
+    return 8;
 }
 
 /// -errno of the last failed `fu_classic_create` (JS thread only, so no atomics needed).
@@ -188,6 +188,14 @@ export fn fu_ring_stats(r: *Ring) *ring.Stats {
     return &r.stats;
 }
 
+/// The ring's list of natively released slots (ring.Released, 4 KiB). From this call on the
+/// ring answers RELEASE of mode_release handles itself; the caller (its owner thread) must
+/// collect the list after every fu_ring_enter.
+export fn fu_ring_released(r: *Ring) *ring.Released {
+    r.released.enabled = 1;
+    return &r.released;
+}
+
 // ---- native data plane table ----------------------------------------------------------------
 
 export fn fu_dataplane_create(capacity: u32, err_out: *i32) ?*dataplane.DataPlane {
@@ -197,6 +205,14 @@ export fn fu_dataplane_create(capacity: u32, err_out: *i32) ?*dataplane.DataPlan
 
 export fn fu_dataplane_set(dp: *dataplane.DataPlane, slot: u32, fd: i32, mode: u32) i32 {
     return dp.set(slot, fd, mode);
+}
+
+/// LOOKUPs of names missing from the node table's directories answered by the shim from now on
+/// (ring transport): a negative entry with TTL ttl_sec + ttl_nsec, ENOENT when both are 0.
+/// -ENOENT without a node table, -EEXIST the second time.
+export fn fu_dataplane_enable_missing(dp: *dataplane.DataPlane, ttl_sec: u64, ttl_nsec: u32) i32 {
+    const t = dp.nodeTable() orelse return sys.neg(.NOENT);
+    return t.enableMissing(ttl_sec, ttl_nsec);
 }
 
 /// GETATTR answered from a node table of 2^log2 entries from now on (attr TTL ttl_sec + ttl_nsec).

@@ -17,10 +17,10 @@ import { FailStopError } from "../lib/shared/fail-stop.ts";
 
 /** Every key of InodeFS: a request handler, or a declaration the engine reads. */
 const HANDLERS = {
-  threads: "declaration", replicable: "declaration", copies: "declaration", nativeGetattr: "declaration", init: "handler", destroy: "handler",
+  threads: "declaration", replicable: "declaration", copies: "declaration", nativeGetattr: "declaration", nativeLookupMiss: "declaration", init: "handler", destroy: "handler",
   lookup: "handler", forget: "handler", getattr: "handler", setattr: "handler", readlink: "handler", symlink: "handler",
   mknod: "handler", mkdir: "handler", unlink: "handler", rmdir: "handler", rename: "handler", link: "handler",
-  open: "handler", read: "handler", write: "handler", flush: "handler", release: "handler", fsync: "handler",
+  open: "handler", read: "handler", write: "handler", flush: "handler", release: "handler", releaseClosed: "handler", fsync: "handler",
   opendir: "handler", readdir: "handler", releasedir: "handler", fsyncdir: "handler", statfs: "handler",
   setxattr: "handler", getxattr: "handler", listxattr: "handler", removexattr: "handler", access: "handler",
   create: "handler", fallocate: "handler", lseek: "handler", copyFileRange: "handler", tmpfile: "handler",

@@ -319,11 +319,28 @@ export class PassthroughFS implements InodeFS {
   }
   private nativeFlushKnown: boolean | undefined;
   /**
+   * RELEASE may be answered by the shim (OpenReply.backingRelease): this class's release is
+   * close(fh) and then releaseClosed. Not when a subclass overrides release (it expects the
+   * call) or adds POSIX locks.
+   */
+  private get nativeRelease(): boolean {
+    return (this.nativeReleaseKnown ??= this.release === PassthroughFS.prototype.release && typeof (this as { setlk?: unknown }).setlk !== "function");
+  }
+  private nativeReleaseKnown: boolean | undefined;
+  /**
    * GETATTR may be answered by the shim (InodeFS.nativeGetattr): this class's getattr is a statx
    * of the node's descriptor. Not when a subclass overrides getattr (it expects the call).
    */
   get nativeGetattr(): boolean {
     return this.getattr === PassthroughFS.prototype.getattr;
+  }
+  /**
+   * LOOKUP of a missing name may be answered by the shim (InodeFS.nativeLookupMiss): this
+   * class's lookup of a name that is not there is a statx in the directory's descriptor that
+   * says ENOENT. Not when a subclass overrides lookup (it may add names).
+   */
+  get nativeLookupMiss(): boolean {
+    return this.lookup === PassthroughFS.prototype.lookup;
   }
   protected info: InitInfo | null = null;
   /** Kernel passthrough is requested and still usable. */
@@ -1145,9 +1162,7 @@ export class PassthroughFS implements InodeFS {
     // The shim serves READ/WRITE/FSYNC of this fd itself (native data plane) unless a write
     // must clear set-user/group-ID bits, which needs the JS write path; and FLUSH, which here is
     // close(dup(fd)) (flush below) unless no descriptor is free for the dup.
-    if (!this.kernelPassthrough || n.noPassthrough || (n.mode & S_IFMT) !== S_IFREG || !this.info) {
-      return n.mode & (S_ISUID | S_ISGID) ? { fh: fd } : { fh: fd, backingFd: fd, backingFlush: this.nativeFlush };
-    }
+    if (!this.kernelPassthrough || n.noPassthrough || (n.mode & S_IFMT) !== S_IFREG || !this.info) return this.servedReply(n, fd);
     if (!n.backingId) {
       try {
         n.backingId = this.info.backingOpen(fd);
@@ -1156,7 +1171,7 @@ export class PassthroughFS implements InodeFS {
         if (errno === Errno.EPERM) {
           this.kernelPassthrough = false;
           this.log("pt-eperm", "fuse-uring: passthrough: kernel passthrough needs CAP_SYS_ADMIN (FUSE_DEV_IOC_BACKING_OPEN: EPERM); serving file data through the daemon");
-          return n.mode & (S_ISUID | S_ISGID) ? { fh: fd } : { fh: fd, backingFd: fd, backingFlush: this.nativeFlush };
+          return this.servedReply(n, fd);
         } else {
           n.noPassthrough = true;
           this.log(`pt-${errno}`, `fuse-uring: passthrough: FUSE_DEV_IOC_BACKING_OPEN failed (${e instanceof Error ? e.message : String(e)}); such files are served through the daemon`);
@@ -1165,6 +1180,13 @@ export class PassthroughFS implements InodeFS {
       }
     }
     return { fh: fd, backingId: n.backingId };
+  }
+
+  /** A handle the shim serves from `fd` (READ/WRITE/FSYNC, FLUSH, RELEASE), unless writes must
+   *  clear set-user/group-ID bits (the JS write path does that). */
+  private servedReply(n: PassthroughNode, fd: number): OpenReply {
+    if (n.mode & (S_ISUID | S_ISGID)) return { fh: fd };
+    return { fh: fd, backingFd: fd, backingFlush: this.nativeFlush, backingRelease: this.nativeRelease };
   }
 
   open(_ctx: RequestContext, ino: number, flags: number): OpenReply | Promise<OpenReply> {
@@ -1391,6 +1413,16 @@ export class PassthroughFS implements InodeFS {
     // The close first, outside the lock: the last close of a backing file may flush (NFS, FUSE).
     // n.opens still counts it meanwhile, so an unlink on another thread keeps n's descriptor.
     const rc = libc.closeRaw(fh);
+    this.releaseClosed(ino);
+    check(rc);
+  }
+
+  /**
+   * The handle's descriptor is closed (by release, or by the shim: OpenReply.backingRelease):
+   * the node loses one open; its last may free the node or settle a deleted file. Until this
+   * runs the node counts the handle as open, as during release's close.
+   */
+  releaseClosed(ino: number): void {
     let settle = false;
     this.lock();
     const n = this.table.get(ino);
@@ -1403,7 +1435,6 @@ export class PassthroughFS implements InodeFS {
       this.unlock();
     }
     if (n) this.settleHeld(n, settle);
-    check(rc);
   }
 
   async fsync(_ctx: RequestContext, _ino: number, fh: number, datasync: boolean): Promise<void> {

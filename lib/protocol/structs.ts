@@ -67,6 +67,15 @@ export interface OpenReply {
    * Not for a filesystem with POSIX locks (setlk): its flush must release `lockOwner`'s locks.
    */
   backingFlush?: boolean;
+  /**
+   * With `backingFd`: this filesystem's RELEASE of the handle is close(backingFd) followed by
+   * bookkeeping in its `releaseClosed(ino, fh)` handler, which it must have. The shim then
+   * closes the descriptor and answers RELEASE itself, one JavaScript request less per
+   * close(2) (stats `nativeReleases`); `releaseClosed` runs soon after, on the engine's
+   * schedule (see InodeFS.releaseClosed). Otherwise (the classic transport, a release with
+   * flock locks to drop) `release` is called as usual.
+   */
+  backingRelease?: boolean;
   /** Internal (set by the session, not by filesystems): FOPEN_IO_URING_ZERO_COPY, the shim
    *  serves this natively served file's READ/WRITE at the client's pages (FUSE 7.46). */
   zeroCopy?: boolean;

@@ -9,8 +9,13 @@
 // rewritten back to the filesystem's fh in place, in the request header, before dispatch, so
 // filesystems never see the tagged numbers; for LSEEK, FALLOCATE and COPY_FILE_RANGE the slot's
 // descriptor is noted (fdIn/fdOut) so the dispatcher answers them from it (backed-ops.ts).
-// RELEASE ends the mapping; takeAll() ends every mapping left at teardown. The filesystem keeps owning the fd: it must keep
-// it open until its release handler runs, and closes it there (docs/DATAPLANE.md).
+// RELEASE ends the mapping; takeAll() ends every mapping left at teardown. The filesystem keeps
+// owning the fd: it must keep it open until its release handler runs, and closes it there —
+// unless the handle was mapped with `release` (OpenReply.backingRelease): then a ring may close
+// it and answer RELEASE itself, and the slot stays taken until collectRelease() hands it back
+// for the filesystem's releaseClosed (docs/DATAPLANE.md "Native RELEASE").
+// Slot words (`used`): 0 free, 1 mapped, 2 being taken at teardown. The shim's own slot state
+// decides who finishes a natively released handle (collectRelease or takeAll), exactly once.
 
 import type { Pointer } from "bun:ffi";
 import { native } from "../native.ts";
@@ -26,6 +31,13 @@ export const DEFAULT_CAPACITY = 1 << 16;
 const DP_MODE_DIRECT = 1;
 /** shim/dataplane.zig mode_flush. */
 const DP_MODE_FLUSH = 2;
+/** shim/dataplane.zig mode_release. */
+const DP_MODE_RELEASE = 4;
+/** shim/dataplane.zig fu_dataplane_set(slot, -1) results. */
+const CLEARED_MAPPED = 0;
+const CLEARED_RELEASED = 1;
+/** shim/dataplane.zig collect_only: fu_dataplane_set clears a released slot, nothing else. */
+const COLLECT_ONLY = -2;
 /** Node table entries (2^18, 4 MiB): node id & (2^18 − 1) picks the entry. */
 const NODE_TABLE_LOG2 = 18;
 
@@ -47,6 +59,8 @@ export interface MappedHandle {
   fh: number;
   ino: number;
   fd: number;
+  /** RELEASE was answered natively (fd already closed): only releaseClosed is left to do. */
+  closed: boolean;
 }
 
 export class DataPlane {
@@ -110,6 +124,19 @@ export class DataPlane {
     };
   }
 
+  /**
+   * LOOKUPs of missing names in directories of the node table answered by the shim from now on
+   * (io_uring): a negative entry for `negativeTtl` seconds, ENOENT when 0. Once per table (the
+   * first thread's call does it; later ones find it done). False if there is no node table.
+   */
+  enableMissing(negativeTtl: number): boolean {
+    const t = negativeTtl > 0 ? negativeTtl : 0;
+    const sec = Math.floor(t);
+    const nsec = Math.min(999_999_999, Math.round((t - sec) * 1e9));
+    const rc = native().fu_dataplane_enable_missing(this.handle, sec, nsec);
+    return rc === 0 || rc === -Errno.EEXIST;
+  }
+
   /** For a worker thread's session: the same table. */
   shared(): DataPlaneShare {
     return this.share;
@@ -120,9 +147,10 @@ export class DataPlane {
    * `direct`: serve it with O_DIRECT (shim/dataplane.zig set: a buffered `fd` is reopened with
    * O_DIRECT and kept as the fallback for requests refused for alignment). `ino`: the node
    * (FALLOCATE/LSEEK/COPY_FILE_RANGE of backed handles, release at the session's end).
-   * `flush`: the shim answers FLUSH with close(dup(fd)) (OpenReply.backingFlush).
+   * `flush`: the shim answers FLUSH with close(dup(fd)) (OpenReply.backingFlush); `release`:
+   * a ring may close fd and answer RELEASE (OpenReply.backingRelease).
    */
-  map(fh: number, fd: number, direct = false, ino = 0, flush = false): number {
+  map(fh: number, fd: number, direct = false, ino = 0, flush = false, release = false): number {
     if (!(fd >= 0)) return fh;
     const cap = this.capacity;
     for (let i = 0; i < cap; i++) {
@@ -132,7 +160,12 @@ export class DataPlane {
         this.userFh[slot] = fh;
         this.fds[slot] = fd;
         this.inos[slot] = ino;
-        native().fu_dataplane_set(this.handle, slot, fd, (direct ? DP_MODE_DIRECT : 0) | (flush ? DP_MODE_FLUSH : 0));
+        const rc = native().fu_dataplane_set(this.handle, slot, fd, (direct ? DP_MODE_DIRECT : 0) | (flush ? DP_MODE_FLUSH : 0) | (release ? DP_MODE_RELEASE : 0));
+        if (rc !== 0) {
+          // The shim still holds the slot (cannot happen while `used` and the shim agree).
+          Atomics.store(this.used, slot, 0);
+          break;
+        }
         this.open++;
         this.mapped++;
         return NATIVE_FH_TAG + slot;
@@ -202,16 +235,34 @@ export class DataPlane {
   }
 
   /**
+   * A ring answered RELEASE of slot `slot` natively (its descriptor is closed): free the slot
+   * and return the filesystem's fh and node for its releaseClosed, or null when teardown's
+   * takeAll finished it first. The returned object is reused (read it before the next call).
+   */
+  collectRelease(slot: number): { fh: number; ino: number } | null {
+    if (native().fu_dataplane_set(this.handle, slot, COLLECT_ONLY, 0) !== CLEARED_RELEASED) return null;
+    const r = this.collected;
+    r.fh = this.userFh[slot]!;
+    r.ino = this.inos[slot]!;
+    Atomics.store(this.used, slot, 0);
+    this.open--;
+    return r;
+  }
+  private readonly collected = { fh: 0, ino: 0 };
+
+  /**
    * Unmap every handle still mapped and return them: at unmount (or DESTROY) the kernel will
    * never send their RELEASE, so the session releases them itself (the filesystem closes the
-   * descriptors it owns in its release handler, as always).
+   * descriptors it owns in its release handler, as always). Handles whose RELEASE a ring
+   * answered but no one collected yet come back `closed`.
    */
   takeAll(): MappedHandle[] {
     const out: MappedHandle[] = [];
     for (let slot = 0; slot < this.capacity; slot++) {
       if (this.used[slot] !== 1 || Atomics.compareExchange(this.used, slot, 1, 2) !== 1) continue;
-      native().fu_dataplane_set(this.handle, slot, -1, 0);
-      out.push({ fh: this.userFh[slot]!, ino: this.inos[slot]!, fd: this.fds[slot]! });
+      const rc = native().fu_dataplane_set(this.handle, slot, -1, 0);
+      // Anything else: a ring thread is releasing it right now, or its owner collected it.
+      if (rc === CLEARED_MAPPED || rc === CLEARED_RELEASED) out.push({ fh: this.userFh[slot]!, ino: this.inos[slot]!, fd: this.fds[slot]!, closed: rc === CLEARED_RELEASED });
       Atomics.store(this.used, slot, 0);
       this.open--;
     }

@@ -510,7 +510,7 @@ export class Dispatcher {
     if (o.backingFd === undefined || !this.dataPlane || o.backingId) return;
     const direct = (req.slot.header.getUint32(OP, true) & O_DIRECT) !== 0;
     const backingDirect = direct && !this.opts.backingCache && !this.opts.writebackCache;
-    const fh = this.dataPlane.map(o.fh, o.backingFd, backingDirect, ino, o.backingFlush === true);
+    const fh = this.dataPlane.map(o.fh, o.backingFd, backingDirect, ino, o.backingFlush === true, o.backingRelease === true && this.fs.releaseClosed !== undefined);
     // Patched in place (no copy of the handler's object per open). Only a mapped handle is
     // served natively (a full table leaves it to JS) and only a mapped one is zero-copy (for
     // direct handles too: the shim's EINVAL fallback keeps working, docs/DATAPLANE.md).

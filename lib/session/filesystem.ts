@@ -206,6 +206,14 @@ export interface InodeFS {
    * The attributes go out with the session's attribute TTL.
    */
   readonly nativeGetattr?: boolean;
+  /**
+   * With `nativeGetattr`: true when LOOKUP of a name that is not there is exactly "statx of the
+   * name in the directory node's descriptor said ENOENT" (the passthrough's, unless a subclass
+   * overrides `lookup`). LOOKUPs in directories set in `nodeAttrs` whose name does not exist are
+   * then answered by the shim over io_uring (a negative entry for the session's negative TTL,
+   * or ENOENT), without calling `lookup` (stats `nativeLookups`).
+   */
+  readonly nativeLookupMiss?: boolean;
   init?(info: InitInfo): void | Promise<void>;
   destroy?(): void | Promise<void>;
 
@@ -240,6 +248,15 @@ export interface InodeFS {
   write?(ctx: RequestContext, ino: number, fh: number, offset: number, data: Uint8Array, writeFlags: number, openFlags: number): number | Promise<number>;
   flush?(ctx: RequestContext, ino: number, fh: number, lockOwner: bigint): void | Promise<void>;
   release?(ctx: RequestContext, ino: number, fh: number, flags: number): void | Promise<void>;
+  /**
+   * The second half of `release` for a handle opened with `backingRelease`: the shim already
+   * closed its `backingFd` and answered the kernel's RELEASE; update what the filesystem keeps
+   * about open handles (never close `fh`). Synchronous. Called on an engine thread after the
+   * RELEASE was answered: before that thread's next request, within one wait period (10 ms)
+   * when it has none, at the latest at unmount. Requests on other threads may come first (an UNLINK of the
+   * file, an OPEN of it, the FORGET of its node): treat the handle as open until this call.
+   */
+  releaseClosed?(ino: number, fh: number): void;
   fsync?(ctx: RequestContext, ino: number, fh: number, datasync: boolean): void | Promise<void>;
 
   opendir?(ctx: RequestContext, ino: number, flags: number): OpenReply | number | void | Promise<OpenReply | number | void>;

@@ -528,6 +528,18 @@ export class Session implements Sink, ReplyObserver {
     return false;
   }
 
+  /** A ring answered RELEASE of data plane slot `slot` (Sink.onNativeRelease): the filesystem's
+   *  releaseClosed, unless teardown already did it. */
+  onNativeRelease(slot: number): void {
+    const h = this.dataPlane?.collectRelease(slot);
+    if (!h) return;
+    try {
+      this.fs.releaseClosed!(h.ino, h.fh);
+    } catch (e) {
+      this.unexpectedError("RELEASE (native)", e);
+    }
+  }
+
   onIoDone(slot: Slot, res: number): void {
     if (slot.source === this.uring) this.uring.ioFinished();
     this.requestOf(slot).ioDone(res);
@@ -666,7 +678,9 @@ export class Session implements Sink, ReplyObserver {
   /** InitInfo.nodeAttrs: the data plane's node table, for a filesystem that says nativeGetattr. */
   private nodeAttrs(): NodeAttrs | undefined {
     if (!this.dataPlane || !this.opts.nativeGetattr || this.fs.nativeGetattr !== true) return undefined;
-    return this.dataPlane.enableNodes(this.opts.attrTtl) ?? undefined;
+    const attrs = this.dataPlane.enableNodes(this.opts.attrTtl) ?? undefined;
+    if (attrs && this.fs.nativeLookupMiss === true) this.dataPlane.enableMissing(this.opts.negativeTtl);
+    return attrs;
   }
 
   /** Worker thread: INIT was answered by the main thread; register the entries and serve. */
@@ -965,7 +979,8 @@ export class Session implements Sink, ReplyObserver {
       const orphans = this.dataPlane && this.opts.role === "main" && !this.opts.dataPlaneShare ? this.dataPlane.takeAll() : [];
       for (const m of orphans) {
         try {
-          await fs.release?.(teardownCtx, m.ino, m.fh, 0);
+          if (m.closed) fs.releaseClosed?.(m.ino, m.fh);
+          else await fs.release?.(teardownCtx, m.ino, m.fh, 0);
         } catch (e) {
           this.unexpectedError("RELEASE at unmount", e);
         }
@@ -1046,6 +1061,8 @@ export class Session implements Sink, ReplyObserver {
       nativeDirect: (u?.nativeDirect ?? 0) + (c.nativeDirect ?? 0),
       nativeFlushes: (u?.nativeFlushes ?? 0) + (c.nativeFlushes ?? 0),
       nativeGetattrs: (u?.nativeGetattrs ?? 0) + (c.nativeGetattrs ?? 0),
+      nativeReleases: u?.nativeReleases ?? 0,
+      nativeLookups: u?.nativeLookups ?? 0,
       directFallbacks: (u?.directFallbacks ?? 0) + (c.directFallbacks ?? 0),
       waitTimers: u?.waitTimers ?? 0,
       enters: u?.enters ?? 0,
@@ -1310,7 +1327,7 @@ class EarlyInterrupts {
  */
 function mergeStats(own: SessionStats, workers: (Partial<SessionStats> | null)[], forwarding: boolean): SessionStats {
   const out: SessionStats = { ...own, ops: { ...own.ops }, latencyUs: { ...own.latencyUs }, stageLatencyUs: { ...own.stageLatencyUs }, threads: [...own.threads] };
-  const sum = ["ringRequests", "devRequests", "wakeups", "cqes", "submits", "inflight", "pinnedBytes", "fixedIo", "nativeSync", "nativeAsync", "nativeDirect", "nativeFlushes", "nativeGetattrs", "directFallbacks", "waitTimers", "enters", "nativeRequests",
+  const sum = ["ringRequests", "devRequests", "wakeups", "cqes", "submits", "inflight", "pinnedBytes", "fixedIo", "nativeSync", "nativeAsync", "nativeDirect", "nativeFlushes", "nativeGetattrs", "nativeReleases", "nativeLookups", "directFallbacks", "waitTimers", "enters", "nativeRequests",
     "nativeReadBytes", "nativeWriteBytes", "nativeErrors", "ringRecovered", "errors", "replies", "forgets", "interrupts",
     "backedOps", "backedCopyFallbacks", "notifications", "notificationErrors", "retrieved", "zeroCopyRequests", "zeroCopyBytes"] as const;
   // Buffer pools: the workers' rings decide (a refusal anywhere shows).

@@ -33,6 +33,12 @@ export interface SessionStats {
   nativeFlushes: number;
   /** GETATTRs the shim answered itself from the node table (InodeFS.nativeGetattr; no JS). */
   nativeGetattrs: number;
+  /** RELEASEs the shim answered itself (close of handles opened with `backingRelease`; the
+   *  filesystem's releaseClosed ran afterwards); counted in nativeRequests too. */
+  nativeReleases: number;
+  /** LOOKUPs of names that are not there answered by the shim (InodeFS.nativeLookupMiss: a
+   *  statx in the directory's descriptor; negative entry or ENOENT); in nativeRequests too. */
+  nativeLookups: number;
   /** Direct reads/writes the backing filesystem refused for alignment (EINVAL), redone on the
    *  handle's buffered descriptor (docs/DATAPLANE.md). */
   directFallbacks: number;

@@ -128,7 +128,7 @@ export class ForwardEngine implements Sink {
     const native = u?.nativeRequests ?? 0;
     return {
       wakeups: this.wakeups, cqes: u?.cqes ?? 0, submits: u?.submits ?? 0, enters: u?.enters ?? 0, fixedIo: u?.fixedIo ?? 0,
-      pinnedBytes: this.pinned, nativeRequests: native, nativeSync: u?.nativeSync ?? 0, nativeAsync: u?.nativeAsync ?? 0, nativeDirect: u?.nativeDirect ?? 0, nativeFlushes: u?.nativeFlushes ?? 0, nativeGetattrs: u?.nativeGetattrs ?? 0, directFallbacks: u?.directFallbacks ?? 0, waitTimers: u?.waitTimers ?? 0, nativeReadBytes: u?.nativeReadBytes ?? 0,
+      pinnedBytes: this.pinned, nativeRequests: native, nativeSync: u?.nativeSync ?? 0, nativeAsync: u?.nativeAsync ?? 0, nativeDirect: u?.nativeDirect ?? 0, nativeFlushes: u?.nativeFlushes ?? 0, nativeGetattrs: u?.nativeGetattrs ?? 0, nativeReleases: u?.nativeReleases ?? 0, nativeLookups: u?.nativeLookups ?? 0, directFallbacks: u?.directFallbacks ?? 0, waitTimers: u?.waitTimers ?? 0, nativeReadBytes: u?.nativeReadBytes ?? 0,
       nativeWriteBytes: u?.nativeWriteBytes ?? 0, nativeErrors: u?.nativeErrors ?? 0, nativeInflightMax: u?.nativeInflightMax ?? 0,
       ringRecovered: u?.recovered ?? 0, errors: u?.errors ?? 0, inflightMax: u?.inflightMax ?? 0, fixedBuffers: u?.fixedBuffers ?? false, fixedFile: u?.fixedFile ?? false,
       threads: [{

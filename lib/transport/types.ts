@@ -57,6 +57,10 @@ export interface SourceStats {
   nativeFlushes?: number;
   /** GETATTRs the shim answered from the node table (ABI 7). */
   nativeGetattrs?: number;
+  /** RELEASEs the shim answered (close of a backingRelease handle; ABI 8). */
+  nativeReleases?: number;
+  /** LOOKUPs of missing names the shim answered from the node table (ABI 8). */
+  nativeLookups?: number;
   /** Direct reads/writes refused for alignment (EINVAL) and redone on the buffered descriptor. */
   directFallbacks?: number;
   /** Wait timers queued by the ring engine (one bounds many blocking waits). */
@@ -108,6 +112,12 @@ export interface Sink {
   onRequest(slot: Slot): void;
   onIoDone(slot: Slot, res: number): void;
   onStopped(source: Source, errno: number): void;
+  /**
+   * The ring answered the RELEASE of the natively served handle in data plane slot `slot`
+   * (closed its descriptor). Only a sink that has this gets native RELEASEs; called between
+   * enters on the ring's owner thread, before the requests of the enter that collected it.
+   */
+  onNativeRelease?(slot: number): void;
   /** Ring pump (optional, for the stage histograms): about to enter the kernel (submitting the
    *  answers queued since the last enter), and back from it with records (performance.now()). */
   entering?(now: number): void;

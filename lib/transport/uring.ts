@@ -128,7 +128,9 @@ export class UringError extends Error {
 }
 
 /** Words of shim/ring.zig Stats (ABI 7: native_getattrs is word 32). */
-const STATS_WORDS = 33;
+const STATS_WORDS = 35;
+/** sizeof(shim/ring.zig Released). */
+const RELEASED_BYTES = 4096;
 /** After this long of continuous pumping, yield one macrotask turn (timers, I/O callbacks). */
 const SLICE_MS = 4;
 /** Batches between two looks at the clock for SLICE_MS. */
@@ -176,6 +178,8 @@ export class UringSource implements Source {
   private readonly pumpBound = () => void this.pump();
   /** Native requests answered as of the last enter that returned nothing for JS. */
   private nativeServed = 0;
+  /** shim/ring.zig Released over native memory (count, enabled, slots), or null: RELEASE is JS's. */
+  private released: Uint32Array | null = null;
   /** Commit/io refusals (a bug: logged loudly by the session). */
   refusals = 0;
 
@@ -230,6 +234,9 @@ export class UringSource implements Source {
     // like every other transfer, to compare.
     if (process.env.FUSE_URING_DIRECT_SYNC === "1") n.fu_ring_set_direct_sync(h, 1);
     this.statsView = new DataView(toArrayBuffer(n.fu_ring_stats(h) as Pointer, 0, STATS_WORDS * 8));
+    // Native RELEASE only for a sink that finishes the filesystem's bookkeeping (the forwarding
+    // worker's sink has no filesystem: its RELEASEs go to the main thread as before).
+    if (sink.onNativeRelease) this.released = new Uint32Array(toArrayBuffer(n.fu_ring_released(h) as Pointer, 0, RELEASED_BYTES));
   }
 
   /** Addresses of entry `idx`'s header and payload (a forwarding worker reports them to the
@@ -359,6 +366,7 @@ export class UringSource implements Source {
         const blocking = waiting <= 0 && this.waitMicros > 0;
         this.sink.entering?.(performance.now());
         let count = n.fu_ring_enter(h, bytes, this.maxOut, blocking ? this.waitMicros : 0);
+        if (this.released !== null && this.released[0] !== 0) this.collectReleased();
         if (count > 0) {
           emptyWaits = 0;
           this.sink.entered?.(performance.now());
@@ -393,6 +401,7 @@ export class UringSource implements Source {
           n.fu_ring_set_idle(h, 1);
           this.sink.entering?.(performance.now());
           count = n.fu_ring_enter(h, bytes, this.maxOut, 0);
+          if (this.released !== null && this.released[0] !== 0) this.collectReleased();
           if (count === 0) return;
           n.fu_ring_set_idle(h, 0);
           this.sink.entered?.(performance.now());
@@ -411,6 +420,17 @@ export class UringSource implements Source {
     }
   }
 
+  /**
+   * Hand the slots of the RELEASEs the last enter answered natively to the sink (shim/ring.zig
+   * Released: count, enabled, slots), then empty the list. Owner thread, between enters.
+   */
+  private collectReleased(): void {
+    const r = this.released!;
+    const count = r[0]!;
+    for (let i = 0; i < count; i++) this.sink.onNativeRelease!(r[2 + i]!);
+    r[0] = 0;
+  }
+
   /** Requests the shim answered natively so far (stats word native_requests). */
   private nativeCount(): number {
     return Number(this.statsView.getBigUint64(9 * 8, true));
@@ -426,6 +446,9 @@ export class UringSource implements Source {
 
   destroy(): void {
     if (!this.handle) return;
+    // Slots released by the last enter still get their bookkeeping.
+    if (this.released !== null && this.released[0] !== 0) this.collectReleased();
+    this.released = null;
     this.final = this.stats();
     native().fu_ring_destroy(this.handle);
     this.handle = null;
@@ -442,7 +465,7 @@ export class UringSource implements Source {
     // recovered, inflight_max, idles, native_inflight_max, native_sync, wait_timers, fixed_file,
     // native_async, native_direct, direct_fallbacks, then the buffer pools' (ABI 5): pool_queues,
     // pool_refused, pool_error, zero_copy_queues, zero_copy_requests, zero_copy_bytes, pool_fixed,
-    // zero_copy_error, then (ABI 6) native_flushes, (ABI 7) native_getattrs
+    // zero_copy_error, then (ABI 6) native_flushes, (ABI 7) native_getattrs, (ABI 8) native_releases, native_lookups
     const fixed = u(8) === 1;
     const i64 = (i: number) => Number(v.getBigInt64(i * 8, true));
     return {
@@ -451,7 +474,7 @@ export class UringSource implements Source {
       submits: u(0), cqes: u(1), wakeups: u(2), requests: u(3), fixedIo: fixed ? u(5) : 0, errors: u(6) + this.refusals, fixedBuffers: fixed,
       enters: u(0), nativeRequests: u(9), nativeReadBytes: u(10), nativeWriteBytes: u(11), nativeErrors: u(12),
       recovered: u(13), inflightMax: u(14), idles: u(15), nativeInflightMax: u(16), nativeSync: u(17), waitTimers: u(18), fixedFile: u(19) === 1,
-      nativeAsync: u(20), nativeDirect: u(21), directFallbacks: u(22), nativeFlushes: u(31), nativeGetattrs: u(32),
+      nativeAsync: u(20), nativeDirect: u(21), directFallbacks: u(22), nativeFlushes: u(31), nativeGetattrs: u(32), nativeReleases: u(33), nativeLookups: u(34),
     };
   }
 }

@@ -9,7 +9,7 @@
 
 import { afterAll, describe, expect } from "bun:test";
 import { randomBytes } from "node:crypto";
-import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import {
   BUN, CLI, PYTHON, REPO, TRANSPORTS,
@@ -200,6 +200,135 @@ export default () => new OwnFlush(process.env.PT_SRC!);
         expect(Number(s2.nativeWriteBytes)).toBeGreaterThan(0); // still a natively served file
         expect(d2.stderr().split("fixture: flush").length - 1).toBeGreaterThanOrEqual(20);
         expect(await d2.stop("SIGTERM")).toBe(0);
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+        await unmountTmpfs(src);
+      }
+    }, 90_000);
+
+    fuseTest("RELEASE (every last close) of a passthrough file is answered by the shim over io_uring; the node's bookkeeping follows (a deleted file's space is freed after its last close); a subclass overriding release gets every RELEASE", async () => {
+      const src = await mountTmpfs("size=64m");
+      const stats = statsPath();
+      const dir = mkdtempSync("/tmp/fuse-uring-dp-release-");
+      try {
+        // The passthrough opts in (OpenReply.backingRelease). Over io_uring the ring closes the
+        // descriptor and answers RELEASE, then the engine runs releaseClosed (the node's open
+        // count); on classic RELEASE reaches the release handler as before.
+        const d = await startDaemon(["--transport", transport, "--stats-file", stats], { command: ptCommand(src) });
+        await shOk(`for i in $(seq 200); do echo "line $i" > "$1/f$i"; done; cat "$1/f7" "$1/f200" >/dev/null`, [d.mnt]);
+        expect(readFileSync(`${src}/f200`, "utf8")).toBe("line 200\n");
+        const want = (x: Stats) => transport === "uring" ? Number(x.nativeReleases) : ((x.ops as Record<string, number>).RELEASE ?? 0);
+        const s = await readStats(stats, { until: (x) => want(x) >= 202 });
+        if (transport === "uring") {
+          expect(Number(s.nativeReleases)).toBeGreaterThanOrEqual(202); // 200 writes + 2 reads (cat)
+          expect((s.ops as Record<string, number>).RELEASE ?? 0).toBe(0);
+        } else {
+          expect(Number(s.nativeReleases)).toBe(0);
+          expect((s.ops as Record<string, number>).RELEASE).toBeGreaterThanOrEqual(202);
+        }
+        // A 32 MiB file deleted while a child holds it open, then closed: its space comes back
+        // (the node's descriptor is closed once releaseClosed saw the last open go), and the
+        // same name made again is a new, empty file.
+        const free0 = Number((await shOk(`stat -f -c %f "$1"`, [src])).trim());
+        await shOk(`head -c 32M /dev/zero > "$1/big"; exec 3<"$1/big"; rm "$1/big"; cat <&3 | wc -c; exec 3<&-`, [d.mnt]);
+        let free1 = 0;
+        for (let i = 0; i < 100; i++) {
+          free1 = Number((await shOk(`stat -f -c %f "$1"`, [src])).trim());
+          if (free1 >= free0) break;
+          await sleep(20);
+        }
+        expect(free1, "free blocks of the source after the deleted file's last close").toBeGreaterThanOrEqual(free0);
+        await shOk(`: > "$1/big"`, [d.mnt]);
+        expect(statSync(`${src}/big`).size).toBe(0);
+        expect(await d.stop("SIGTERM")).toBe(0);
+
+        // A subclass that overrides release gets no backingRelease: every last close reaches it.
+        const script = join(dir, "own-release.ts");
+        writeFileSync(script, `
+import { PassthroughFS } from ${JSON.stringify(`${REPO}/lib/fs/passthrough.ts`)};
+import type { RequestContext } from ${JSON.stringify(`${REPO}/lib/fs/types.ts`)};
+class OwnRelease extends PassthroughFS {
+  override release(ctx: RequestContext, ino: number, fh: number) {
+    process.stderr.write("fixture: release\\n");
+    return super.release(ctx, ino, fh);
+  }
+}
+export default () => new OwnRelease(process.env.PT_SRC!);
+`);
+        const stats2 = `${stats}.own`;
+        const d2 = await startDaemon(["--transport", transport, "--stats-file", stats2], { command: (mnt, args) => [BUN, CLI, "mount", script, mnt, ...args], env: { PT_SRC: src } });
+        await shOk(`for i in $(seq 20); do echo "again $i" > "$1/g$i"; done`, [d2.mnt]);
+        expect(readFileSync(`${src}/g20`, "utf8")).toBe("again 20\n");
+        const s2 = await readStats(stats2, { until: (x) => ((x.ops as Record<string, number>).RELEASE ?? 0) >= 20 });
+        expect((s2.ops as Record<string, number>).RELEASE).toBeGreaterThanOrEqual(20);
+        expect(Number(s2.nativeReleases)).toBe(0);
+        expect(Number(s2.nativeWriteBytes)).toBeGreaterThan(0); // still a natively served file
+        expect(d2.stderr().split("fixture: release").length - 1).toBeGreaterThanOrEqual(20);
+        expect(await d2.stop("SIGTERM")).toBe(0);
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+        await unmountTmpfs(src);
+      }
+    }, 90_000);
+
+    fuseTest("LOOKUP of a missing name in a passthrough directory is answered by the shim over io_uring (ENOENT, or a negative entry with --negative-ttl); names that exist, names made behind the mount and a subclass's own names still reach lookup", async () => {
+      const src = await mountTmpfs("size=16m");
+      const stats = statsPath();
+      const dir = mkdtempSync("/tmp/fuse-uring-dp-lookup-");
+      const lookups = (x: Stats) => (x.ops as Record<string, number>).LOOKUP ?? 0;
+      try {
+        mkdirSync(`${src}/d`);
+        writeFileSync(`${src}/d/there`, "there\n");
+        const d = await startDaemon(["--transport", transport, "--stats-file", stats], { command: ptCommand(src) });
+        // 100 names that are not there, each looked up twice (negative TTL 0: nothing cached).
+        const out = await shOk(`n=0; for i in $(seq 100); do for k in 1 2; do [ -e "$1/d/none$i" ] || n=$((n+1)); done; done; echo $n; cat "$1/d/there"`, [d.mnt]);
+        expect(out).toBe("200\nthere\n");
+        let s = await readStats(stats, { until: (x) => Number(x.nativeLookups) + lookups(x) >= 202 });
+        if (transport === "uring") {
+          expect(Number(s.nativeLookups)).toBeGreaterThanOrEqual(200);
+          expect(lookups(s)).toBeLessThan(10); // d and there (and nothing missing)
+        } else {
+          expect(Number(s.nativeLookups)).toBe(0);
+          expect(lookups(s)).toBeGreaterThanOrEqual(202);
+        }
+        // A name made behind the mount is found at once (the miss was never cached).
+        writeFileSync(`${src}/d/none7`, "late\n");
+        expect(await shOk(`cat "$1/d/none7"`, [d.mnt])).toBe("late\n");
+        expect(await d.stop("SIGTERM")).toBe(0);
+
+        // --negative-ttl: the shim's answer is a negative entry the kernel keeps: the second stat
+        // of a missing name within the TTL reaches no one; creating it through the mount works.
+        const stats2 = `${stats}.neg`;
+        const d2 = await startDaemon(["--transport", transport, "--stats-file", stats2, "--negative-ttl", "30"], { command: ptCommand(src) });
+        await shOk(`for i in $(seq 50); do [ -e "$1/d/neg$i" ] && exit 1; done; exit 0`, [d2.mnt]);
+        const n1 = await readStats(stats2, { until: (x) => Number(x.nativeLookups) + lookups(x) >= 50 });
+        await shOk(`for i in $(seq 50); do [ -e "$1/d/neg$i" ] && exit 1; done; echo made > "$1/d/neg3"; cat "$1/d/neg3"`, [d2.mnt]);
+        expect(readFileSync(`${src}/d/neg3`, "utf8")).toBe("made\n");
+        await sleep(1200);
+        const n2 = await readStats(stats2);
+        const seen = (x: Stats) => Number(x.nativeLookups) + lookups(x);
+        expect(seen(n2) - seen(n1), "lookups of names already known missing (negative entries cached)").toBeLessThanOrEqual(2);
+        if (transport === "uring") expect(Number(n1.nativeLookups)).toBeGreaterThanOrEqual(50);
+        expect(await d2.stop("SIGTERM")).toBe(0);
+
+        // A subclass that overrides lookup (here: a name of its own) gets every LOOKUP.
+        const script = join(dir, "own-lookup.ts");
+        writeFileSync(script, `
+import { PassthroughFS } from ${JSON.stringify(`${REPO}/lib/fs/passthrough.ts`)};
+import type { RequestContext } from ${JSON.stringify(`${REPO}/lib/fs/types.ts`)};
+class OwnLookup extends PassthroughFS {
+  override lookup(ctx: RequestContext, parent: number, name: string) {
+    return super.lookup(ctx, parent, name === "alias" ? "there" : name);
+  }
+}
+export default () => new OwnLookup(process.env.PT_SRC!);
+`);
+        const stats3 = `${stats}.own`;
+        const d3 = await startDaemon(["--transport", transport, "--stats-file", stats3], { command: (mnt, args) => [BUN, CLI, "mount", script, mnt, ...args], env: { PT_SRC: src } });
+        expect(await shOk(`cat "$1/d/alias"; [ -e "$1/d/none1" ] || echo missing`, [d3.mnt])).toBe("there\nmissing\n");
+        const s3 = await readStats(stats3, { until: (x) => lookups(x) >= 3 });
+        expect(Number(s3.nativeLookups)).toBe(0);
+        expect(await d3.stop("SIGTERM")).toBe(0);
       } finally {
         rmSync(dir, { recursive: true, force: true });
         await unmountTmpfs(src);

@@ -736,7 +736,7 @@ export const PASSTHROUGH_LOCKED = ["forget", "destroy", "killPriv", "sourcePath"
  */
 export const PASSTHROUGH_SELF_LOCKED = [
   "lookup", "getattr", "setattr", "readlink", "symlink", "mknod", "mkdir", "unlink", "rmdir", "rename", "link",
-  "open", "create", "tmpfile", "release", "opendir", "readdir", "releasedir", "statfs",
+  "open", "create", "tmpfile", "release", "releaseClosed", "opendir", "readdir", "releasedir", "statfs",
   "setxattr", "getxattr", "listxattr", "removexattr", "access", "flush",
 ] as const;
 
