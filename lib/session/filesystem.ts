@@ -253,8 +253,9 @@ export interface InodeFS {
    * closed its `backingFd` and answered the kernel's RELEASE; update what the filesystem keeps
    * about open handles (never close `fh`). Synchronous. Called on an engine thread after the
    * RELEASE was answered: before that thread's next request, within one wait period (10 ms)
-   * when it has none, at the latest at unmount. Requests on other threads may come first (an UNLINK of the
-   * file, an OPEN of it, the FORGET of its node): treat the handle as open until this call.
+   * when it has none, at the latest at unmount. Requests on other threads may come first (an
+   * UNLINK of the file, an OPEN of it, the FORGET of its node): treat the handle as open until
+   * this call.
    */
   releaseClosed?(ino: number, fh: number): void;
   fsync?(ctx: RequestContext, ino: number, fh: number, datasync: boolean): void | Promise<void>;
