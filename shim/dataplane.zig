@@ -486,6 +486,19 @@ test "encodeAnswer: getattr answers carry the attr bytes" {
     try std.testing.expectEqual(@as(u32, 16 + attr_out_size), std.mem.readInt(u32, hdr[0..4], .little));
 }
 
+test "encodeAnswer: a LOOKUP's ENOENT is an answer, not a native error; its negative entry is payload" {
+    var hdr: [288]u8 = @splat(0);
+    var pay: [entry_out_size]u8 = @splat(0);
+    var t: Tally = .{};
+    try std.testing.expectEqual(@as(u32, 0), encodeAnswer(&hdr, &pay, op_lookup, sys.neg(.NOENT), &t));
+    try std.testing.expectEqual(@as(i32, sys.neg(.NOENT)), std.mem.readInt(i32, hdr[4..8], .little));
+    try std.testing.expectEqual(entry_out_size, encodeAnswer(&hdr, &pay, op_lookup, entry_out_size, &t));
+    try std.testing.expectEqual(@as(u32, 16 + entry_out_size), std.mem.readInt(u32, hdr[0..4], .little));
+    try std.testing.expectEqual(@as(u64, 0), t.errors);
+    _ = encodeAnswer(&hdr, &pay, op_release, sys.neg(.IO), &t);
+    try std.testing.expectEqual(@as(u64, 1), t.errors);
+}
+
 const o_direct: u32 = @bitCast(linux.O{ .DIRECT = true });
 /// Status flags a reopen keeps (F_GETFL also reports O_LARGEFILE and O_NONBLOCK; the access
 /// mode, O_APPEND and O_SYNC/O_DSYNC are what make it the same kind of descriptor).
@@ -566,7 +579,8 @@ pub fn encodeAnswer(hdr: [*]u8, pay: [*]u8, opcode: u32, res: i64, tally: *Tally
     if (res < 0) {
         // The kernel accepts errors in (-512, 0]; anything else would be refused.
         err = if (res > -512) @intCast(res) else sys.neg(.IO);
-        tally.errors += 1;
+        // A LOOKUP's ENOENT is its answer (the name is not there), not a failure of the backing file.
+        if (opcode != op_lookup) tally.errors += 1;
     } else if (opcode == op_read) {
         out_len = @intCast(res);
         tally.read_bytes += out_len;
