@@ -836,6 +836,13 @@ pub const Ring = struct {
         if (self.native_inflight > self.stats.native_inflight_max) self.stats.native_inflight_max = self.native_inflight;
     }
 
+    /// A request the shim answered synchronously (no backing I/O in flight): taken and answered
+    /// in one step, `res` being the answer's error or payload length.
+    fn answerNative(self: *Ring, idx: u32, opcode: u32, res: i64) void {
+        self.beginNative(idx, opcode);
+        self.finishNative(idx, @intCast(res));
+    }
+
     /// FLUSH of a mode_flush handle, synchronously (a dup and a close). False: JS answers it
     /// (not such a handle, or no descriptor free for the dup: the flush handler can make room).
     fn flushNative(self: *Ring, dp: *const DataPlane, idx: u32) bool {
@@ -843,9 +850,8 @@ pub const Ring = struct {
         const h = dp.lookup(std.mem.readInt(u64, op_in[0..8], .little)) orelse return false;
         if (h.flush_fd < 0) return false;
         const res = dataplane.flush(h.flush_fd) orelse return false;
-        self.beginNative(idx, dataplane.op_flush);
         self.stats.native_flushes += 1;
-        self.finishNative(idx, @intCast(res));
+        self.answerNative(idx, dataplane.op_flush, res);
         return true;
     }
 
@@ -862,9 +868,8 @@ pub const Ring = struct {
         const res = dp.release(fh) orelse return false;
         list.slots[list.count] = @intCast(fh - dataplane.fh_tag);
         list.count += 1;
-        self.beginNative(idx, dataplane.op_release);
         self.stats.native_releases += 1;
-        self.finishNative(idx, @intCast(res));
+        self.answerNative(idx, dataplane.op_release, res);
         return true;
     }
 
@@ -879,9 +884,8 @@ pub const Ring = struct {
         if (len > self.payload_size) return false;
         const nodeid = std.mem.readInt(u64, hdr[layout.nodeid_offset..][0..8], .little);
         const res = t.lookupMissing(nodeid, b.ptr, len, b.ptr) orelse return false;
-        self.beginNative(idx, dataplane.op_lookup);
         self.stats.native_lookups += 1;
-        self.finishNative(idx, @intCast(res));
+        self.answerNative(idx, dataplane.op_lookup, res);
         return true;
     }
 
@@ -893,9 +897,8 @@ pub const Ring = struct {
         comptime assert(dataplane.attr_out_size <= 4096); // payload_size is at least a page
         const nodeid = std.mem.readInt(u64, self.header(idx).?[layout.nodeid_offset..][0..8], .little);
         const res = t.getattr(nodeid, b.ptr) orelse return false;
-        self.beginNative(idx, dataplane.op_getattr);
         self.stats.native_getattrs += 1;
-        self.finishNative(idx, @intCast(res));
+        self.answerNative(idx, dataplane.op_getattr, res);
         return true;
     }
 

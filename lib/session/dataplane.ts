@@ -19,7 +19,7 @@
 
 import type { Pointer } from "bun:ffi";
 import { native } from "../native.ts";
-import { Errno } from "../protocol/errors.ts";
+import { Errno, errnoName } from "../protocol/errors.ts";
 import type { NodeAttrs } from "./filesystem.ts";
 import { getU64, setU64 } from "../protocol/codec.ts";
 import { FATTR, FUSE_GETATTR_FH, HDR_OP_IN, Op } from "../protocol/constants.ts";
@@ -109,9 +109,7 @@ export class DataPlane {
    * Null if the shim refused (out of memory).
    */
   enableNodes(attrTtl: number): NodeAttrs | null {
-    const t = attrTtl > 0 ? attrTtl : 0;
-    const sec = Math.floor(t);
-    const nsec = Math.min(999_999_999, Math.round((t - sec) * 1e9));
+    const [sec, nsec] = ttlParts(attrTtl);
     const rc = native().fu_dataplane_enable_nodes(this.handle, NODE_TABLE_LOG2, sec, nsec);
     if (rc !== 0 && rc !== -Errno.EEXIST) return null;
     const h = this.handle;
@@ -127,14 +125,13 @@ export class DataPlane {
   /**
    * LOOKUPs of missing names in directories of the node table answered by the shim from now on
    * (io_uring): a negative entry for `negativeTtl` seconds, ENOENT when 0. Once per table (the
-   * first thread's call does it; later ones find it done). False if there is no node table.
+   * first thread's call does it; later ones find it done). Only after enableNodes gave a table:
+   * the shim then cannot refuse (its only errors are "no table" and a bad TTL, both bugs here).
    */
-  enableMissing(negativeTtl: number): boolean {
-    const t = negativeTtl > 0 ? negativeTtl : 0;
-    const sec = Math.floor(t);
-    const nsec = Math.min(999_999_999, Math.round((t - sec) * 1e9));
+  enableMissing(negativeTtl: number): void {
+    const [sec, nsec] = ttlParts(negativeTtl);
     const rc = native().fu_dataplane_enable_missing(this.handle, sec, nsec);
-    return rc === 0 || rc === -Errno.EEXIST;
+    if (rc !== 0 && rc !== -Errno.EEXIST) throw new Error(`fu_dataplane_enable_missing: ${errnoName(-rc)} (called without a node table?)`);
   }
 
   /** For a worker thread's session: the same table. */
@@ -272,4 +269,11 @@ export class DataPlane {
   destroy(): void {
     if (this.owner) native().fu_dataplane_destroy(this.handle);
   }
+}
+
+/** A TTL in seconds (negative: 0) as the shim takes it: whole seconds and nanoseconds. */
+function ttlParts(seconds: number): [number, number] {
+  const t = seconds > 0 ? seconds : 0;
+  const sec = Math.floor(t);
+  return [sec, Math.min(999_999_999, Math.round((t - sec) * 1e9))];
 }

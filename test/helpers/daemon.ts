@@ -1,5 +1,6 @@
 // Starting and stopping daemons (the CLI or a fixture script) as child processes.
-import { readFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { BUN, CLI, REPO, timeLimit, type Transport } from "./env.ts";
 import { describeCmd, sleep } from "./run.ts";
 import {
@@ -67,6 +68,25 @@ export function cliMountCommand(mnt: string, args: string[]): string[] {
 /** argv for a fixture script (test/fixtures/NAME.ts MNT args…). */
 export function fixtureCommand(fixture: string): (mnt: string, args: string[]) => string[] {
   return (mnt, args) => [BUN, `${REPO}/test/fixtures/${fixture}`, mnt, ...args];
+}
+
+/**
+ * Start options for a one-file script in `dir` that mounts `class NAME extends PassthroughFS {
+ * BODY }` over `src` (PassthroughFS, FuseError and the handler types are imported for the body).
+ * Tests of what a subclass changes (an overridden handler loses a native path) use it.
+ */
+export function passthroughSubclass(dir: string, name: string, body: string, src: string): StartOptions {
+  const script = join(dir, `${name}.ts`);
+  writeFileSync(script, `
+import { PassthroughFS } from ${JSON.stringify(`${REPO}/lib/fs/passthrough.ts`)};
+import { FuseError } from ${JSON.stringify(`${REPO}/lib/fs/errors.ts`)};
+import type { DirFiller, RequestContext } from ${JSON.stringify(`${REPO}/lib/fs/types.ts`)};
+class ${name} extends PassthroughFS {
+${body}
+}
+export default () => new ${name}(process.env.PT_SRC!);
+`);
+  return { command: (mnt, args) => [BUN, CLI, "mount", script, mnt, ...args], env: { PT_SRC: src } };
 }
 
 export class DaemonStartError extends Error {}

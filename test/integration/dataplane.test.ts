@@ -12,9 +12,9 @@ import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import {
-  BUN, CLI, PYTHON, REPO, TRANSPORTS,
+  BUN, CLI, PYTHON, TRANSPORTS,
   cleanupAfterEach, fmt, fuseTest, isMounted, mountTmpfsSource, noneInDState, readStats, run, sha256, sha256sum, sh, shOk, sleep,
-  spawnBg, startDaemon, transportHooks, unmountTmpfsSource, unmountTmpfsSources, type Stats,
+  passthroughSubclass, spawnBg, startDaemon, transportHooks, unmountTmpfsSource, unmountTmpfsSources, type Stats,
   timeLimit,
 } from "../helpers/index.ts";
 
@@ -44,6 +44,30 @@ async function steadyQd1Load(mnt: string, stats: string, counter: "ringRequests"
   expect(r.code, fmt(r)).toBe(0);
   await sleep(1200);
   return { before, after: await readStats(stats) };
+}
+
+/**
+ * A PassthroughFS subclass overriding `method` (logging, then super's) loses that request's
+ * native answer: 20 files written through it, each close reaches the handler (the daemon's op
+ * count and the fixture's stderr), `counter` stays 0, and the file data is still served natively.
+ */
+async function overrideGetsEvery(transport: string, src: string, dir: string, stats: string, method: "flush" | "release", counter: "nativeFlushes" | "nativeReleases"): Promise<void> {
+  const op = method.toUpperCase();
+  const Name = `Own${op[0]}${method.slice(1)}`;
+  const d = await startDaemon(["--transport", transport, "--stats-file", stats], passthroughSubclass(dir, Name, `
+  override ${method}(ctx: RequestContext, ino: number, fh: number) {
+    process.stderr.write("fixture: ${method}\\n");
+    return super.${method}(ctx, ino, fh);
+  }
+`, src));
+  await shOk(`for i in $(seq 20); do echo "again $i" > "$1/g$i"; done`, [d.mnt]);
+  expect(readFileSync(`${src}/g20`, "utf8")).toBe("again 20\n");
+  const s = await readStats(stats, { until: (x) => ((x.ops as Record<string, number>)[op] ?? 0) >= 20 });
+  expect((s.ops as Record<string, number>)[op], op).toBeGreaterThanOrEqual(20);
+  expect(Number(s[counter]), counter).toBe(0);
+  expect(Number(s.nativeWriteBytes)).toBeGreaterThan(0); // still a natively served file
+  expect(d.stderr().split(`fixture: ${method}`).length - 1).toBeGreaterThanOrEqual(20);
+  expect(await d.stop("SIGTERM")).toBe(0);
 }
 
 // The QD1 doorbell ratios below need a sample of requests: 3000 in the 3 s fio run on a host,
@@ -178,28 +202,7 @@ os.close(fd)
 
         // A subclass that overrides flush gets no backingFlush (PassthroughFS.nativeFlush): every
         // close reaches its handler, and the file is still served natively.
-        const script = join(dir, "own-flush.ts");
-        writeFileSync(script, `
-import { PassthroughFS } from ${JSON.stringify(`${REPO}/lib/fs/passthrough.ts`)};
-import type { RequestContext } from ${JSON.stringify(`${REPO}/lib/fs/types.ts`)};
-class OwnFlush extends PassthroughFS {
-  override flush(ctx: RequestContext, ino: number, fh: number) {
-    process.stderr.write("fixture: flush\\n");
-    return super.flush(ctx, ino, fh);
-  }
-}
-export default () => new OwnFlush(process.env.PT_SRC!);
-`);
-        const stats2 = `${stats}.own`;
-        const d2 = await startDaemon(["--transport", transport, "--stats-file", stats2], { command: (mnt, args) => [BUN, CLI, "mount", script, mnt, ...args], env: { PT_SRC: src } });
-        await shOk(`for i in $(seq 20); do echo "again $i" > "$1/g$i"; done`, [d2.mnt]);
-        expect(readFileSync(`${src}/g20`, "utf8")).toBe("again 20\n");
-        const s2 = await readStats(stats2, { until: (x) => ((x.ops as Record<string, number>).FLUSH ?? 0) >= 20 });
-        expect((s2.ops as Record<string, number>).FLUSH).toBeGreaterThanOrEqual(20);
-        expect(Number(s2.nativeFlushes)).toBe(0);
-        expect(Number(s2.nativeWriteBytes)).toBeGreaterThan(0); // still a natively served file
-        expect(d2.stderr().split("fixture: flush").length - 1).toBeGreaterThanOrEqual(20);
-        expect(await d2.stop("SIGTERM")).toBe(0);
+        await overrideGetsEvery(transport, src, dir, `${stats}.own`, "flush", "nativeFlushes");
       } finally {
         rmSync(dir, { recursive: true, force: true });
         await unmountTmpfs(src);
@@ -243,28 +246,7 @@ export default () => new OwnFlush(process.env.PT_SRC!);
         expect(await d.stop("SIGTERM")).toBe(0);
 
         // A subclass that overrides release gets no backingRelease: every last close reaches it.
-        const script = join(dir, "own-release.ts");
-        writeFileSync(script, `
-import { PassthroughFS } from ${JSON.stringify(`${REPO}/lib/fs/passthrough.ts`)};
-import type { RequestContext } from ${JSON.stringify(`${REPO}/lib/fs/types.ts`)};
-class OwnRelease extends PassthroughFS {
-  override release(ctx: RequestContext, ino: number, fh: number) {
-    process.stderr.write("fixture: release\\n");
-    return super.release(ctx, ino, fh);
-  }
-}
-export default () => new OwnRelease(process.env.PT_SRC!);
-`);
-        const stats2 = `${stats}.own`;
-        const d2 = await startDaemon(["--transport", transport, "--stats-file", stats2], { command: (mnt, args) => [BUN, CLI, "mount", script, mnt, ...args], env: { PT_SRC: src } });
-        await shOk(`for i in $(seq 20); do echo "again $i" > "$1/g$i"; done`, [d2.mnt]);
-        expect(readFileSync(`${src}/g20`, "utf8")).toBe("again 20\n");
-        const s2 = await readStats(stats2, { until: (x) => ((x.ops as Record<string, number>).RELEASE ?? 0) >= 20 });
-        expect((s2.ops as Record<string, number>).RELEASE).toBeGreaterThanOrEqual(20);
-        expect(Number(s2.nativeReleases)).toBe(0);
-        expect(Number(s2.nativeWriteBytes)).toBeGreaterThan(0); // still a natively served file
-        expect(d2.stderr().split("fixture: release").length - 1).toBeGreaterThanOrEqual(20);
-        expect(await d2.stop("SIGTERM")).toBe(0);
+        await overrideGetsEvery(transport, src, dir, `${stats}.own`, "release", "nativeReleases");
       } finally {
         rmSync(dir, { recursive: true, force: true });
         await unmountTmpfs(src);
@@ -313,19 +295,13 @@ export default () => new OwnRelease(process.env.PT_SRC!);
         expect(await d2.stop("SIGTERM")).toBe(0);
 
         // A subclass that overrides lookup (here: a name of its own) gets every LOOKUP.
-        const script = join(dir, "own-lookup.ts");
-        writeFileSync(script, `
-import { PassthroughFS } from ${JSON.stringify(`${REPO}/lib/fs/passthrough.ts`)};
-import type { RequestContext } from ${JSON.stringify(`${REPO}/lib/fs/types.ts`)};
-class OwnLookup extends PassthroughFS {
+        const subclass = passthroughSubclass(dir, "OwnLookup", `
   override lookup(ctx: RequestContext, parent: number, name: string) {
     return super.lookup(ctx, parent, name === "alias" ? "there" : name);
   }
-}
-export default () => new OwnLookup(process.env.PT_SRC!);
-`);
+`, src);
         const stats3 = `${stats}.own`;
-        const d3 = await startDaemon(["--transport", transport, "--stats-file", stats3], { command: (mnt, args) => [BUN, CLI, "mount", script, mnt, ...args], env: { PT_SRC: src } });
+        const d3 = await startDaemon(["--transport", transport, "--stats-file", stats3], subclass);
         expect(await shOk(`cat "$1/d/alias"; [ -e "$1/d/none1" ] || echo missing`, [d3.mnt])).toBe("there\nmissing\n");
         const s3 = await readStats(stats3, { until: (x) => lookups(x) >= 3 });
         expect(Number(s3.nativeLookups)).toBe(0);
@@ -389,24 +365,18 @@ print("ok")
 
         // A subclass that overrides getattr is asked every time (PassthroughFS.nativeGetattr);
         // --no-native-getattr sends every GETATTR to the handler too.
-        const own = join(dir, "own-getattr.ts");
-        writeFileSync(own, `
-import { PassthroughFS } from ${JSON.stringify(`${REPO}/lib/fs/passthrough.ts`)};
-import type { RequestContext } from ${JSON.stringify(`${REPO}/lib/fs/types.ts`)};
-class OwnGetattr extends PassthroughFS {
+        const own = passthroughSubclass(dir, "OwnGetattr", `
   override getattr(ctx: RequestContext, ino: number) {
     process.stderr.write("fixture: getattr\\n");
     return super.getattr(ctx, ino);
   }
-}
-export default () => new OwnGetattr(process.env.PT_SRC!);
-`);
-        for (const [label, command, args] of [
-          ["override", (mnt: string, a: string[]) => [BUN, CLI, "mount", own, mnt, ...a], []],
-          ["--no-native-getattr", ptCommand(src), ["--no-native-getattr"]],
+`, src);
+        for (const [label, opts, args] of [
+          ["override", own, []],
+          ["--no-native-getattr", { command: ptCommand(src) }, ["--no-native-getattr"]],
         ] as const) {
           const st2 = `${stats}.${label.replace(/-/g, "")}`;
-          const d2 = await startDaemon(["--transport", transport, "--stats-file", st2, "--attr-ttl", "0", ...args], { command, env: { PT_SRC: src } });
+          const d2 = await startDaemon(["--transport", transport, "--stats-file", st2, "--attr-ttl", "0", ...args], opts);
           await shOk(`for i in $(seq 20); do stat -c %s "$1/d/f1" >/dev/null; done`, [d2.mnt]);
           const s2 = await readStats(st2, { until: (x) => ((x.ops as Record<string, number>).GETATTR ?? 0) >= 20 });
           expect((s2.ops as Record<string, number>).GETATTR, label).toBeGreaterThanOrEqual(20);

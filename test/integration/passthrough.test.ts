@@ -21,9 +21,9 @@ import { randomBytes } from "node:crypto";
 import { chmodSync, chownSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, statfsSync, statSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import {
-  BUN, CLI, PYTHON, REPO, TRANSPORTS,
+  BUN, CLI, PYTHON, TRANSPORTS,
   cleanupAfterEach, dropCaches, fmt, fsop, fsopOk, fuseTest, isMounted, readStats, run, sha256, sha256sum,
-  sharedDaemon, shOk, sleep, startDaemon, transportHooks, setEnableUring, getEnableUring, registerMountpoint,
+  passthroughSubclass, sharedDaemon, shOk, sleep, startDaemon, transportHooks, setEnableUring, getEnableUring, registerMountpoint,
   type Daemon, type Stats,
 } from "../helpers/index.ts";
 
@@ -573,12 +573,7 @@ for (const transport of TRANSPORTS) {
       try {
         writeFileSync(`${src}/visible`, "seen\n");
         writeFileSync(`${src}/x.hidden`, "unseen\n");
-        const script = `${dir}/hiding.ts`;
-        writeFileSync(script, `
-import { PassthroughFS } from ${JSON.stringify(`${REPO}/lib/fs/passthrough.ts`)};
-import { FuseError } from ${JSON.stringify(`${REPO}/lib/fs/errors.ts`)};
-import type { DirFiller, RequestContext } from ${JSON.stringify(`${REPO}/lib/fs/types.ts`)};
-class Hiding extends PassthroughFS {
+        const hiding = passthroughSubclass(dir, "Hiding", `
   opens = 0;
   override async lookup(ctx: RequestContext, parent: number, name: string) {
     if (name.endsWith(".hidden")) throw new FuseError("ENOENT");
@@ -599,10 +594,8 @@ class Hiding extends PassthroughFS {
     this.opens++;
     return super.open(ctx, ino, flags);
   }
-}
-export default () => new Hiding(process.env.PT_SRC!);
-`);
-        const d = await startDaemon(["--transport", transport], { command: (mnt, args) => [BUN, CLI, "mount", script, mnt, ...args], env: { PT_SRC: src } });
+`, src);
+        const d = await startDaemon(["--transport", transport], hiding);
         const ls = await shOk('ls -a "$1"', [d.mnt]);
         expect(ls.split("\n").filter(Boolean).sort()).toEqual([".", "..", "visible"]);
         expect(await fsop("stat", `${d.mnt}/x.hidden`)).toMatchObject({ ok: false, code: "ENOENT" });
