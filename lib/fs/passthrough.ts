@@ -1286,15 +1286,7 @@ export class PassthroughFS implements InodeFS {
         }
       }
       const pfd = this.pathFdOf(dfd, name, fd);
-      this.lock();
-      try {
-        const entry = this.adopt(pfd, dir, name);
-        const node = this.table.get(entry.ino)!;
-        node.opens++;
-        return { entry, open: this.openReply(node, fd) };
-      } finally {
-        this.unlock();
-      }
+      return this.adoptOpen(pfd, dir, name, fd);
     } catch (e) {
       if (fd >= 0) closeQuiet(fd);
       throw e;
@@ -1317,20 +1309,25 @@ export class PassthroughFS implements InodeFS {
       this.applyOwner(ctx, dir, "", fd);
       const pfd = check(this.reopenOut("tmpfile", fd, O_PATH | O_CLOEXEC));
       check(stat.statFd(fd)); // adopt reads the last statx
-      this.lock();
-      try {
-        const entry = this.adopt(pfd, null, "");
-        const node = this.table.get(entry.ino)!;
-        node.opens++;
-        return { entry, open: this.openReply(node, fd) };
-      } finally {
-        this.unlock();
-      }
+      return this.adoptOpen(pfd, null, "", fd);
     } catch (e) {
       if (fd >= 0) closeQuiet(fd);
       throw e;
     } finally {
       this.ungrab(dir);
+    }
+  }
+
+  /** A created file's node (adopt `pfd`, the last statx) and its open reply for `fd`, one more open. */
+  private adoptOpen(pfd: number, dir: PassthroughNode | null, name: string, fd: number): CreateReply {
+    this.lock();
+    try {
+      const entry = this.adopt(pfd, dir, name);
+      const node = this.table.get(entry.ino)!;
+      node.opens++;
+      return { entry, open: this.openReply(node, fd) };
+    } finally {
+      this.unlock();
     }
   }
 
