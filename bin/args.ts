@@ -34,9 +34,11 @@ Options:
   --transport auto|uring|classic  wire transport (default auto: io_uring when the kernel
                                   offers it and the ring can be set up, else classic,
                                   with the reason printed)
-  --queue-depth N                 io_uring entries per queue (queues = possible CPUs;
-                                  default: as many as fit queues × depth × 1 MiB in 64 MiB
-                                  pinned, at most 32 — 31 on 2 CPUs, 15 on 4, 7 on 8)
+  --queue-depth N                 io_uring entries per queue (queues = possible CPUs). The
+                                  ones used first get pinned payloads (queues × n ×
+                                  max_write ≤ 64 MiB), the rest take memory only when used
+                                  (at most 192 MiB more). Default 126 on 2 CPUs (31 pinned),
+                                  62 on 4 (15), 30 on 8 (7), at most 128
   --max-write BYTES               largest READ/WRITE request, 4096..1048576 (default 1 MiB,
                                   less on hosts with very many CPUs: pinned memory ≤ 64 MiB)
   --workers N|auto                serve the io_uring queues from N threads: memfs, the

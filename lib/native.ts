@@ -38,8 +38,8 @@ export const symbols = {
 
   fu_classic_set_dataplane: { args: [ptr, ptr], returns: i32 },
 
-  fu_ring_create: { args: [i32, ptr, u32, u32, u32, u32, u32, fn, ptr, ptr], returns: ptr },
-  fu_ring_create_pooled: { args: [i32, ptr, u32, u32, u32, u32, u32, fn, ptr, u64, u32, u32, ptr], returns: ptr },
+  fu_ring_create: { args: [i32, ptr, u32, u32, u32, u32, u32, u32, fn, ptr, ptr], returns: ptr },
+  fu_ring_create_pooled: { args: [i32, ptr, u32, u32, u32, u32, u32, u32, fn, ptr, u64, u32, u32, ptr], returns: ptr },
   fu_ring_start: { args: [ptr], returns: i32 },
   fu_ring_enter: { args: [ptr, ptr, u32, u32], returns: u32 },
   fu_ring_set_idle: { args: [ptr, u32], returns: i32 },
@@ -72,7 +72,7 @@ export const SHIM_NAME = "libfuse_uring_shim.so";
  * incompatible changes). A shim built from another checkout or an older prebuilt copy would
  * otherwise load and misbehave in ways that look like kernel bugs.
  */
-export const EXPECTED_SHIM_ABI = 8;
+export const EXPECTED_SHIM_ABI = 9;
 
 const REBUILD_HINT = "rebuild it from this checkout with `bash scripts/setup.sh` (or point FUSE_URING_SHIM at a matching build)";
 

@@ -180,6 +180,11 @@ pub const Ring = struct {
     event_fd: i32,
     nr_queues: u32,
     depth: u32,
+    /// Entries per queue (the last of each queue: see pinned()) whose per-entry payloads are
+    /// prefaulted and registered as fixed buffers: the pinned-memory budget. The others are
+    /// mapped but touched only when used (the kernel hands a queue's most recently answered
+    /// entry out first, so they fill only under that much concurrency) and do plain READ/WRITE.
+    pinned_depth: u32,
     n: u32,
     payload_size: u32,
     setup_flags: u32,
@@ -188,7 +193,8 @@ pub const Ring = struct {
     headers: []align(std.heap.page_size_min) u8,
     payloads: []align(std.heap.page_size_min) u8,
     reg_iovecs: []RegIovec,
-    buf_iovecs: []std.posix.iovec,
+    /// The registered-buffer table's iovecs (a null base is a sparse slot).
+    buf_iovecs: []RegIovec,
     /// qids[q] = kernel queue id of this engine's q-th queue (entries q*depth ..).
     qids: []u16,
     dp: ?*DataPlane,
@@ -243,10 +249,10 @@ pub const Ring = struct {
     stats: Stats = .{},
 
     /// Runs on the owner thread: the ring's submitter is the thread that creates it.
-    pub fn create(fd: i32, qids: []const u16, nr_queues_total: u32, depth: u32, payload_size: u32, setup_flags: u32, doorbell: bell_mod.Fn, dp: ?*DataPlane, pool: PoolConfig, err: *i32) ?*Ring {
+    pub fn create(fd: i32, qids: []const u16, nr_queues_total: u32, depth: u32, pinned_depth: u32, payload_size: u32, setup_flags: u32, doorbell: bell_mod.Fn, dp: ?*DataPlane, pool: PoolConfig, err: *i32) ?*Ring {
         if (fd < 0) return fail(err, .BADF);
         const nq: u32 = @intCast(qids.len);
-        if (nq == 0 or depth == 0 or nq > 4096 or depth > 4096) return fail(err, .INVAL);
+        if (nq == 0 or depth == 0 or nq > 4096 or depth > 4096 or pinned_depth > depth) return fail(err, .INVAL);
         for (qids) |q| if (q >= nr_queues_total) return fail(err, .INVAL);
         const n64 = @as(u64, nq) * depth;
         if (2 * n64 + 8 > uring.max_sq_entries) return fail(err, .INVAL);
@@ -262,6 +268,7 @@ pub const Ring = struct {
             .event_fd = -1,
             .nr_queues = nq,
             .depth = depth,
+            .pinned_depth = pinned_depth,
             .n = n,
             .payload_size = payload_size,
             .setup_flags = setup_flags,
@@ -297,7 +304,7 @@ pub const Ring = struct {
             if (pool.len == 0) {
                 const pay = self.payload(i).?;
                 self.reg_iovecs[2 * i + 1] = .{ .base = pay, .len = payload_size };
-                self.buf_iovecs[i] = .{ .base = pay, .len = payload_size };
+                self.buf_iovecs[i] = self.fixedIovec(i, pay);
             } else {
                 // A pool queue's REGISTER carries an empty payload iovec (dev_uring.c
                 // fuse_uring_create_ring_ent: -EINVAL otherwise).
@@ -317,7 +324,7 @@ pub const Ring = struct {
         // Fixed buffers only speed up backing I/O; above RLIMIT_MEMLOCK plain READ/WRITE on the
         // same memory work too.
         if (pool.len == 0) {
-            const reg_rc = if (setup_flags & no_fixed_buffers_flag != 0) -1 else uring.fuw_register_buffers(self.ring, self.buf_iovecs.ptr, n);
+            const reg_rc = if (setup_flags & no_fixed_buffers_flag != 0) -1 else uring.fuw_register_buffers(self.ring, @ptrCast(self.buf_iovecs.ptr), n);
             self.stats.fixed_buffers = if (reg_rc == 0) 1 else 0;
             self.entry_table = reg_rc == 0;
         } else self.registerPools(setup_flags & no_fixed_buffers_flag == 0);
@@ -352,7 +359,7 @@ pub const Ring = struct {
         assert(uring.fuw_ring_align() <= 64);
         self.ring = @ptrCast(self.ring_mem.ptr);
         self.reg_iovecs = allocator.alloc(RegIovec, 2 * @as(usize, n)) catch return failErr(err, .NOMEM);
-        self.buf_iovecs = allocator.alloc(std.posix.iovec, n) catch return failErr(err, .NOMEM);
+        self.buf_iovecs = allocator.alloc(RegIovec, n) catch return failErr(err, .NOMEM);
         self.qids = allocator.alloc(u16, qids.len) catch return failErr(err, .NOMEM);
         @memcpy(self.qids, qids);
         self.state = allocator.alloc(EntryState, n) catch return failErr(err, .NOMEM);
@@ -379,7 +386,9 @@ pub const Ring = struct {
         // registration pins the payloads; neither should start by faulting pages in.
         self.headers = sys.mapAnon(sys.roundUp(@as(usize, n) * layout.header_stride, std.heap.page_size_min), true, err) orelse return error.Failed;
         // With a pool the per-entry payloads exist only if the kernel refuses it (start).
-        if (self.pool.len == 0) self.payloads = sys.mapAnon(@as(usize, n) * self.payload_size, true, err) orelse return error.Failed;
+        // (Only when every entry is pinned: else registration faults the pinned ones in, and the
+        // deeper ones stay untouched until used.)
+        if (self.pool.len == 0) self.payloads = sys.mapAnon(@as(usize, n) * self.payload_size, self.pinned_depth == self.depth, err) orelse return error.Failed;
         const efd = sys.eventfdOpen(false);
         if (efd < 0) {
             err.* = efd;
@@ -442,11 +451,24 @@ pub const Ring = struct {
         return self.payloads.ptr + @as(usize, idx) * self.payload_size;
     }
 
+    /// Entry `idx` is one of its queue's pinned ones (see pinned_depth): the last ones. Entries
+    /// are registered in index order and the kernel makes each one the head of its queue's
+    /// available list, handing out the head first, so the last registered are used first.
+    fn pinned(self: *const Ring, idx: u32) bool {
+        return idx % self.depth >= self.depth - self.pinned_depth;
+    }
+
+    /// The registered-buffer table's slot of entry `idx`: its payload if pinned, else empty
+    /// (a sparse slot: registration neither pins nor faults it in; it is never used as fixed).
+    fn fixedIovec(self: *const Ring, idx: u32, pay: [*]u8) RegIovec {
+        return if (self.pinned(idx)) .{ .base = pay, .len = self.payload_size } else .{ .base = null, .len = 0 };
+    }
+
     /// Where the request in entry `idx` has its payload: the pool buffer at ent_in_out.offset
     /// (pool queues) or the entry's own buffer. null if the kernel's offset is outside the pool.
     fn entryBuf(self: *Ring, idx: u32) ?EntryBuf {
         const q = idx / self.depth;
-        if (!self.queue_pool[q]) return .{ .ptr = self.payload(idx).?, .fixed = self.entry_table, .index = idx };
+        if (!self.queue_pool[q]) return .{ .ptr = self.payload(idx).?, .fixed = self.entry_table and self.pinned(idx), .index = idx };
         const off = std.mem.readInt(u32, self.header(idx).?[layout.pool_offset_offset..][0..4], .little);
         if (@as(u64, off) + self.payload_size > self.pool.len) return null;
         return .{ .ptr = @ptrFromInt(self.pool.base + @as(usize, q) * self.pool.len + off), .fixed = self.stats.pool_fixed == 1, .index = q };
@@ -467,7 +489,7 @@ pub const Ring = struct {
         var q: u32 = 0;
         while (q < nq) : (q += 1) self.buf_iovecs[q] = .{ .base = @ptrFromInt(self.pool.base + @as(usize, q) * self.pool.len), .len = self.pool.len };
         if (uring.fuw_register_buffers_sparse(self.ring, slots) == 0) {
-            if (uring.fuw_update_buffers(self.ring, 0, self.buf_iovecs.ptr, nq) == 0) {
+            if (uring.fuw_update_buffers(self.ring, 0, @ptrCast(self.buf_iovecs.ptr), nq) == 0) {
                 self.stats.pool_fixed = 1;
                 self.stats.fixed_buffers = 1;
                 return;
@@ -510,19 +532,19 @@ pub const Ring = struct {
         }
         if (self.stats.pool_queues == nq) return 0;
         var err: i32 = 0;
-        self.payloads = sys.mapAnon(@as(usize, self.n) * self.payload_size, true, &err) orelse return err;
+        self.payloads = sys.mapAnon(@as(usize, self.n) * self.payload_size, self.pinned_depth == self.depth, &err) orelse return err;
         var i: u32 = 0;
         while (i < self.n) : (i += 1) {
             if (self.queue_pool[i / self.depth]) continue;
             const pay = self.payload(i).?;
             self.reg_iovecs[2 * i + 1] = .{ .base = pay, .len = self.payload_size };
-            self.buf_iovecs[i] = .{ .base = pay, .len = self.payload_size };
+            self.buf_iovecs[i] = self.fixedIovec(i, pay);
         }
         if (self.stats.pool_queues == 0 and self.setup_flags & no_fixed_buffers_flag == 0) {
             // No pool anywhere: the table becomes today's (payload of entry i at index i).
             if (self.stats.pool_fixed == 1) _ = uring.fuw_unregister_buffers(self.ring);
             self.stats.pool_fixed = 0;
-            self.entry_table = uring.fuw_register_buffers(self.ring, self.buf_iovecs.ptr, self.n) == 0;
+            self.entry_table = uring.fuw_register_buffers(self.ring, @ptrCast(self.buf_iovecs.ptr), self.n) == 0;
             self.stats.fixed_buffers = @intFromBool(self.entry_table);
         }
         return 0;

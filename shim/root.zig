@@ -18,7 +18,7 @@ const Completion = queue.Completion;
 
 /// Bumped on any incompatible ABI change so TypeScript can refuse a stale library.
 export fn fu_abi_version() u32 {
-    return 8;
+    return 9;
 }
 
 /// -errno of the last failed `fu_classic_create` (JS thread only, so no atomics needed).
@@ -121,19 +121,19 @@ export fn fu_classic_stats(c: *Classic) *classic.Stats {
 
 // ---- io_uring engine (owned by the calling JS thread) --------------------------------------
 
-export fn fu_ring_create(fd: i32, qids: [*]const u16, nq: u32, nr_queues_total: u32, depth: u32, payload_size: u32, setup_flags: u32, doorbell: bell.Fn, dp: ?*dataplane.DataPlane, err_out: *i32) ?*Ring {
+export fn fu_ring_create(fd: i32, qids: [*]const u16, nq: u32, nr_queues_total: u32, depth: u32, pinned_depth: u32, payload_size: u32, setup_flags: u32, doorbell: bell.Fn, dp: ?*dataplane.DataPlane, err_out: *i32) ?*Ring {
     err_out.* = 0;
     if (nq == 0 or nq > 4096) {
         err_out.* = -22;
         return null;
     }
-    return Ring.create(fd, qids[0..nq], nr_queues_total, depth, payload_size, setup_flags, doorbell, dp, .{}, err_out);
+    return Ring.create(fd, qids[0..nq], nr_queues_total, depth, pinned_depth, payload_size, setup_flags, doorbell, dp, .{}, err_out);
 }
 
 /// fu_ring_create with FUSE 7.46 buffer pools: `pool_len` bytes per queue at `pool_addr` (memory
 /// the caller keeps alive until fu_ring_destroy; page aligned), pool_flags bit 0 = zero-copy,
 /// bit 1 = test fault (pool refused). ADD_QUEUE/ADD_BUFPOOL are sent by fu_ring_start.
-export fn fu_ring_create_pooled(fd: i32, qids: [*]const u16, nq: u32, nr_queues_total: u32, depth: u32, payload_size: u32, setup_flags: u32, doorbell: bell.Fn, dp: ?*dataplane.DataPlane, pool_addr: usize, pool_len: u32, pool_flags: u32, err_out: *i32) ?*Ring {
+export fn fu_ring_create_pooled(fd: i32, qids: [*]const u16, nq: u32, nr_queues_total: u32, depth: u32, pinned_depth: u32, payload_size: u32, setup_flags: u32, doorbell: bell.Fn, dp: ?*dataplane.DataPlane, pool_addr: usize, pool_len: u32, pool_flags: u32, err_out: *i32) ?*Ring {
     err_out.* = 0;
     if (nq == 0 or nq > 4096 or pool_len == 0 or pool_flags & ~(ring.pool_flag_zero_copy | ring.pool_flag_refuse) != 0) {
         err_out.* = -22;
@@ -141,7 +141,7 @@ export fn fu_ring_create_pooled(fd: i32, qids: [*]const u16, nq: u32, nr_queues_
     }
     const zc = pool_flags & ring.pool_flag_zero_copy != 0;
     const refuse = pool_flags & ring.pool_flag_refuse != 0;
-    return Ring.create(fd, qids[0..nq], nr_queues_total, depth, payload_size, setup_flags, doorbell, dp, .{ .base = pool_addr, .len = pool_len, .zero_copy = zc and !refuse, .refuse = refuse }, err_out);
+    return Ring.create(fd, qids[0..nq], nr_queues_total, depth, pinned_depth, payload_size, setup_flags, doorbell, dp, .{ .base = pool_addr, .len = pool_len, .zero_copy = zc and !refuse, .refuse = refuse }, err_out);
 }
 
 export fn fu_ring_start(r: *Ring) i32 {

@@ -30,8 +30,8 @@ export const EXPORT_HELP = `Usage: bun bench/run.ts --workload export [options]
   --dir DIR            where the image goes (default /var/tmp; must not be tmpfs)
   --libfuse PATH       passthrough_hp (also FUSE_URING_LIBFUSE); without it libfuse is skipped
   --pt-args "A B"      extra CLI arguments for every fuse-uring configuration
-  --deep               also fuse-uring with --queue-depth 64 --max-write 131072 (more ring
-                       entries per queue: 64 requests in flight from one CPU)
+  --deep               also fuse-uring with --queue-depth 64 --max-write 131072 (64 entries
+                       per queue, all pinned: small payloads instead of unpinned entries)
   --depths LIST        also fuse-uring at each of these queue depths (e.g. 8,16,32,64; the
                        CLI's default max_write), to choose the default depth
   --warmup S           unmeasured fio run (1×1, S seconds) on every mount after it comes up

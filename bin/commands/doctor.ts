@@ -195,8 +195,8 @@ export async function runChecks(): Promise<DoctorReport> {
   const sysAdmin = hasCap(CAP_SYS_ADMIN);
   const cpus = possibleCpuCount();
   // The session sizes rings to a budget (lib/transport/uring.ts ringSizing).
-  const { depth: DEFAULT_DEPTH, maxWrite: DEFAULT_MAX_WRITE } = ringSizing(cpus);
-  let pinned = cpus * DEFAULT_DEPTH * (DEFAULT_MAX_WRITE + ENTRY_HEADER);
+  const { depth: DEFAULT_DEPTH, maxWrite: DEFAULT_MAX_WRITE, pinnedDepth: PINNED_DEPTH } = ringSizing(cpus);
+  let pinned = cpus * (PINNED_DEPTH * DEFAULT_MAX_WRITE + DEFAULT_DEPTH * ENTRY_HEADER);
   const report: DoctorReport = { ok: false, version: VERSION, checks, kernel: { release: release() }, possibleCpus: cpus, pinnedBytesDefault: pinned };
 
   // platform + shim
@@ -391,7 +391,7 @@ export async function runChecks(): Promise<DoctorReport> {
   const memAvail = Number(/^MemAvailable:\s+(\d+) kB/m.exec(readText("/proc/meminfo") ?? "")?.[1] ?? 0) * 1024;
   const memlock = /^Max locked memory\s+(\S+)/m.exec(readText("/proc/self/limits") ?? "")?.[1];
   const lockLimit = memlock === undefined || memlock === "unlimited" ? Infinity : Number(memlock);
-  let formula = `${cpus} queue${cpus === 1 ? "" : "s"} × ${DEFAULT_DEPTH} entries × (${mib(DEFAULT_MAX_WRITE)} + 4 KiB), budget 64 MiB`;
+  let formula = `${cpus} queue${cpus === 1 ? "" : "s"} × (${PINNED_DEPTH} pinned × ${mib(DEFAULT_MAX_WRITE)} + ${DEFAULT_DEPTH} × 4 KiB headers), budget 64 MiB; the other ${DEFAULT_DEPTH - PINNED_DEPTH} entries per queue take memory only when used`;
   if (probe.bufferPoolState === "active") {
     // Buffer pools (Linux 7.3): a pool per queue plus a header page per entry (lib/transport/uring.ts).
     const pool = poolBytes(-1, DEFAULT_MAX_WRITE);

@@ -17,7 +17,7 @@ import {
 import { ClassicSource } from "../transport/classic.ts";
 import type { Sink, Slot, Source, SourceStats, TransportKind } from "../transport/types.ts";
 import {
-  FU_RING_FAULT_BAD_COMMIT, FU_RING_NO_FIXED_BUFFERS, IORING_SETUP_DEFER_TASKRUN, IORING_SETUP_SINGLE_ISSUER, possibleCpus, ringSizing, UringError, UringSource, poolBytes,
+  FU_RING_FAULT_BAD_COMMIT, FU_RING_NO_FIXED_BUFFERS, IORING_SETUP_DEFER_TASKRUN, IORING_SETUP_SINGLE_ISSUER, maxBackground, pinnedDepth, possibleCpus, ringSizing, UringError, UringSource, poolBytes,
 } from "../transport/uring.ts";
 import { DataPlane, type DataPlaneMode, type DataPlaneShare } from "./dataplane.ts";
 import { WorkerPool, type RingPlan, type WorkerInit } from "../threads/pool.ts";
@@ -778,13 +778,15 @@ export class Session implements Sink, ReplyObserver {
     this.classic!.setOpSizes(opHeaderSizes((flags & initBit("SETXATTR_EXT")) !== 0n));
 
     const maxPages = Math.min(256, Math.ceil(o.maxWrite / 4096));
+    const bg = ringUp ? maxBackground(possibleCpus(), o.queueDepth) : 64;
     encodeInitOut(req.slot.payloadView, 0, {
       major: FUSE_KERNEL_VERSION,
       minor: FUSE_KERNEL_MINOR_VERSION,
       maxReadahead: init.maxReadahead,
       flags,
-      maxBackground: 64,
-      congestionThreshold: 48,
+      // (io_uring: as many asynchronous requests as the queues have entries; classic: 64.)
+      maxBackground: bg,
+      congestionThreshold: Math.floor((bg * 3) / 4),
       maxWrite: o.maxWrite,
       timeGran: 1,
       maxPages,
@@ -831,7 +833,7 @@ export class Session implements Sink, ReplyObserver {
       o.log(`fuse: INIT kernel ${init.major}.${init.minor} offered [${initFlagNames(init.flags).join(" ")}]`);
       o.log(`fuse: INIT granted [${info.grantedNames.join(" ")}] max_write=${o.maxWrite} max_pages=${maxPages}`);
       const plan = this.ringPlan();
-      o.log(`fuse: transport=${this.transport} (${reason})` + (ringUp ? ` queues=${plan.totalQueues} depth=${o.queueDepth} pinned=${plan.totalQueues * o.queueDepth * (plan.payloadSize + 4096)} bytes` : ""));
+      o.log(`fuse: transport=${this.transport} (${reason})` + (ringUp ? ` queues=${plan.totalQueues} depth=${o.queueDepth} pinned entries=${pinnedDepth(plan.totalQueues, o.queueDepth, plan.payloadSize)} per queue, max_background=${bg}` : ""));
       o.log(`fuse: buffers: ${this.stats().bufferPoolsReason}`);
     }
     await Promise.resolve(this.fs.init?.(info)).then(
@@ -1110,6 +1112,7 @@ export class Session implements Sink, ReplyObserver {
       // the mount's rings, wherever they run (copies: the workers own them, not this thread)
       ringQueues: this.transport === "uring" ? possibleCpus() : 0,
       ringDepth: this.transport === "uring" ? this.opts.queueDepth : 0,
+      ringPinnedDepth: this.transport === "uring" ? pinnedDepth(possibleCpus(), this.opts.queueDepth, roundUp(Math.max(8192, this.opts.maxWrite), 4096)) : 0,
       queueInflight: this.queueInflight(),
     };
   }

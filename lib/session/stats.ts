@@ -125,6 +125,8 @@ export interface SessionStats {
   /** io_uring queues × depth (0 on classic). */
   ringQueues: number;
   ringDepth: number;
+  /** Entries per queue whose payloads are pinned (the deeper ones take memory only when used). */
+  ringPinnedDepth: number;
   /** Requests being handled right now per io_uring queue (queue use; [] on classic). */
   queueInflight: number[];
   /** Per serving thread (main, then each worker): requests, wake-ups from another thread,

@@ -55,6 +55,9 @@ export interface UringOptions {
   totalQueues: number;
   depth: number;
   payloadSize: number;
+  /** Entries per queue whose payloads are pinned (prefaulted, registered); default: as many
+   *  as PINNED_BUDGET allows over `totalQueues` queues (pinnedDepth). */
+  pinnedDepth?: number;
   setupFlags: number;
   /** Threadsafe JSCallback rung by the shim's watcher thread when an idle owner has work. */
   doorbell: Pointer;
@@ -95,30 +98,58 @@ export function possibleCpus(): number {
 export const PINNED_BUDGET = 64 << 20;
 
 /**
- * Deepest default queue: one fio job at iodepth 64 submits from one CPU, so one queue's entries
- * are all it can have in flight. Export workload (O_DIRECT randrw 4 KiB on ext4, 2 CPUs,
- * bench/README.md "Default queue depth"): depth 8 / 16 / 32 / 64 gave 0.61 / 0.83 / 0.94 / 0.92×
- * the raw disk at 64×1 and 0.50 / 0.51 / 0.63 / 0.72× at 64×4, daemon CPU per request
- * 15 / 11 / 10 / 10 µs. Beyond 32 the budget below does not allow 1 MiB payloads on 2 CPUs.
+ * Default worst case of the entries beyond the pinned ones: their payloads are mapped but not
+ * prefaulted or registered (shim/ring.zig pinned_depth), so they cost memory only once used —
+ * the kernel hands out a queue's most recently answered entry first, so they fill only while
+ * that many requests are in flight on one queue, and a 4 KiB request touches one page of its
+ * 1 MiB payload. This bound is reached only by sustained 1 MiB requests at the full depth.
  */
-export const MAX_DEFAULT_DEPTH = 32;
+export const UNPINNED_BUDGET = 192 << 20;
 
 /**
- * Queue depth and max_write that keep `queues × depth × (max_write + 4 KiB)` within `budget`:
- * 1 MiB payloads and as many entries as fit (at most MAX_DEFAULT_DEPTH: 31 on 2 CPUs, 15 on 4,
- * 7 on 8), else fewer entries (down to 2), then smaller payloads (the kernel needs every
- * possible CPU's queue registered, each entry with a payload buffer of at least max_write, so
- * only these two can give). The payloads are real memory: the shim prefaults them and registers
- * them as fixed buffers (pinned), so each entry costs max_write of RSS whether used or not.
+ * Deepest default queue. One fio job at iodepth 64 submits from one CPU, so one queue's
+ * entries are all it can have in flight, and QEMU's export workload (O_DIRECT randrw 4 KiB on
+ * ext4, 2 CPUs, bench/README.md "Deeper queues") runs four such jobs: 62 entries in flight of
+ * 256 gave 0.60–0.65× the raw disk at 64×4, 127 per queue (with max_background to match)
+ * 0.79–0.85×.
  */
-export function ringSizing(queues: number, budget = PINNED_BUDGET): { depth: number; maxWrite: number } {
+export const MAX_DEFAULT_DEPTH = 128;
+
+/** Pinned entries per queue: as many of `depth` as fit `queues × n × (payload + 4 KiB)` in `budget`. */
+export function pinnedDepth(queues: number, depth: number, payloadSize: number, budget = PINNED_BUDGET): number {
+  return Math.max(0, Math.min(depth, Math.floor(budget / (queues * (payloadSize + 4096)))));
+}
+
+/**
+ * Default queue depth, max_write and pinned entries per queue. Pinned: 1 MiB payloads for as
+ * many entries as fit `queues × n × (1 MiB + 4 KiB)` in the pinned budget (63 on 1 CPU, 31 on 2,
+ * 15 on 4, 7 on 8); then as many unpinned entries as
+ * UNPINNED_BUDGET allows (at most MAX_DEFAULT_DEPTH in all: 126 on 2 CPUs, 62 on 4, 30 on 8).
+ * With fewer than 2 pinned entries (very many CPUs): fewer entries, then smaller payloads, all
+ * pinned (the kernel needs every possible CPU's queue registered, each entry with a payload
+ * buffer of at least max_write, so only these two can give).
+ */
+export function ringSizing(queues: number, budget = PINNED_BUDGET, unpinnedBudget = UNPINNED_BUDGET): { depth: number; maxWrite: number; pinnedDepth: number } {
   const perEntry = (1 << 20) + 4096;
-  const depth = Math.max(2, Math.min(MAX_DEFAULT_DEPTH, Math.floor(budget / (queues * perEntry))));
-  if (queues * depth * perEntry <= budget) return { depth, maxWrite: 1 << 20 };
+  const fit = Math.floor(budget / (queues * perEntry));
+  if (fit >= 2) {
+    const depth = Math.min(MAX_DEFAULT_DEPTH, fit + Math.floor(unpinnedBudget / (queues * perEntry)));
+    return { depth, maxWrite: 1 << 20, pinnedDepth: Math.min(depth, fit) };
+  }
   let d = Math.floor(budget / (queues * (8192 + 4096)));
   d = Math.max(1, Math.min(2, d));
-  const maxWrite = Math.max(8192, Math.floor((budget / (queues * d) - 4096) / 4096) * 4096);
-  return { depth: d, maxWrite: Math.min(1 << 20, maxWrite) };
+  const maxWrite = Math.min(1 << 20, Math.max(8192, Math.floor((budget / (queues * d) - 4096) / 4096) * 4096));
+  return { depth: d, maxWrite, pinnedDepth: d };
+}
+
+/**
+ * FUSE's max_background for io_uring: every entry of every queue may hold an asynchronous
+ * request (the kernel moves background requests to a queue only below this limit,
+ * dev_uring.c fuse_uring_flush_bg), at least the classic 64. Unprivileged mounts are capped
+ * by the kernel (fs.fuse.max_user_bgreq).
+ */
+export function maxBackground(queues: number, depth: number): number {
+  return Math.min(65535, Math.max(64, queues * depth));
 }
 
 export class UringError extends Error {
@@ -146,6 +177,8 @@ export class UringSource implements Source {
   readonly kind = "uring" as const;
   readonly slots: Slot[] = [];
   pinnedBytes: number;
+  /** Entries per queue with pinned payloads (the rest are touched only when used). */
+  pinnedDepth = 0;
   /**
    * Buffer pools: the memory, a SharedArrayBuffer allocated here and handed to the shim by
    * address (kept referenced for the ring's life: the kernel writes into it), and per queue
@@ -193,6 +226,7 @@ export class UringSource implements Source {
     this.payloadSize = opts.payloadSize;
     this.pool = opts.pool ?? null;
     const entries = qids.length * opts.depth;
+    const pinned = opts.pinnedDepth ?? pinnedDepth(opts.totalQueues, opts.depth, opts.payloadSize);
     let h: Pointer | null;
     if (this.pool) {
       const perQueue = this.pool.bytesPerQueue;
@@ -210,9 +244,9 @@ export class UringSource implements Source {
         this.poolViews.push(views);
       }
       const flags = (this.pool.zeroCopy ? POOL_ZERO_COPY : 0) | (this.pool.refuse ? POOL_REFUSE : 0);
-      h = n.fu_ring_create_pooled(opts.fd, qids, qids.length, opts.totalQueues, opts.depth, opts.payloadSize, opts.setupFlags, opts.doorbell, opts.dataPlane, base + skew, perQueue, flags, err) as Pointer | null;
+      h = n.fu_ring_create_pooled(opts.fd, qids, qids.length, opts.totalQueues, opts.depth, pinned, opts.payloadSize, opts.setupFlags, opts.doorbell, opts.dataPlane, base + skew, perQueue, flags, err) as Pointer | null;
     } else {
-      h = n.fu_ring_create(opts.fd, qids, qids.length, opts.totalQueues, opts.depth, opts.payloadSize, opts.setupFlags, opts.doorbell, opts.dataPlane, err) as Pointer | null;
+      h = n.fu_ring_create(opts.fd, qids, qids.length, opts.totalQueues, opts.depth, pinned, opts.payloadSize, opts.setupFlags, opts.doorbell, opts.dataPlane, err) as Pointer | null;
     }
     if (!h) throw new UringError(-err[0]!, `io_uring setup failed (errno ${-err[0]!})`);
     this.handle = h;
@@ -225,7 +259,8 @@ export class UringSource implements Source {
     }
     this.maxOut = 2 * entries + 2;
     this.out = new CompletionBuffer(this.maxOut);
-    this.pinnedBytes = this.pool ? qids.length * this.pool.bytesPerQueue + entries * 4096 : entries * (opts.payloadSize + 4096);
+    this.pinnedDepth = pinned;
+    this.pinnedBytes = this.pool ? qids.length * this.pool.bytesPerQueue + entries * 4096 : entries * 4096 + qids.length * pinned * opts.payloadSize;
     this.waitMicros = opts.waitMicros;
     this.lingerWaits = opts.waitMicros > 0 ? Math.ceil((LINGER_MS * 1000) / opts.waitMicros) : 0;
     this.answeredElsewhere = opts.answeredElsewhere === true;
@@ -260,7 +295,7 @@ export class UringSource implements Source {
         if (!p) continue;
         Object.assign(slot, payloadViews(toArrayBuffer(p, 0, this.payloadSize), 0, this.payloadSize));
         this.slotPool[slot.index] = null;
-        own++;
+        if (slot.index % this.depth >= this.depth - this.pinnedDepth) own++; // (the pinned ones: shim/ring.zig pinned())
       }
       const pooledQueues = this.stats().poolQueues ?? 0;
       this.pinnedBytes = pooledQueues * this.pool.bytesPerQueue + this.slots.length * 4096 + own * this.payloadSize;

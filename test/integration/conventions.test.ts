@@ -180,12 +180,12 @@ describe("fuse-uring stats MNT", () => {
     if (d.transport === "uring") expect(snap.pinnedBytes).toBeGreaterThan(0);
     // The default ring size is reported whichever threads own the rings (copies: the workers).
     const ring = ringSizing(possibleCpus());
-    if (d.transport === "uring") expect({ q: snap.ringQueues, d: snap.ringDepth }).toEqual({ q: possibleCpus(), d: ring.depth });
+    if (d.transport === "uring") expect({ q: snap.ringQueues, d: snap.ringDepth, p: snap.ringPinnedDepth }).toEqual({ q: possibleCpus(), d: ring.depth, p: ring.pinnedDepth });
 
     const t = await stats(d.mnt, "--once");
     expect(t.code, fmt(t)).toBe(0);
     expect(t.stdout).toContain(`transport ${d.transport}`);
-    if (d.transport === "uring") expect(t.stdout).toContain(`(${possibleCpus()} queues × ${ring.depth} entries)`);
+    if (d.transport === "uring") expect(t.stdout).toContain(`(${possibleCpus()} queues × ${ring.depth} entries, ${ring.pinnedDepth} pinned)`);
     expect(t.stdout).toMatch(/in flight \d+ of \d+ slots/);
     expect(t.stdout).toMatch(/pinned [\d.]+ MiB/);
     expect(t.stdout).toMatch(/^WRITE +[\d.]+ +5 +[\d.]+(µs|ms) +[\d.]+(µs|ms) +[\d.]+(µs|ms)$/m);

@@ -438,6 +438,32 @@ print(i)
       }
     }, 90_000);
 
+    if (transport === "uring") {
+      fuseTest("one CPU's caller keeps more requests in flight than its queue has pinned entries: the deeper, unpinned entries serve them (plain READ/WRITE), data verified", async () => {
+        const src = await mountTmpfs("size=64m");
+        const stats = statsPath();
+        try {
+          // Per-entry payloads (--pool-size 0: also where the kernel offers buffer pools, whose
+          // in-flight limit is the pool's buffers instead). fio on CPU 0 at iodepth 64: every
+          // request goes to queue 0, whose first ringPinnedDepth entries have pinned payloads.
+          const d = await startDaemon(["--transport", transport, "--pool-size", "0", "--stats-file", stats], { command: ptCommand(src) });
+          const r = await run(["fio", "--name=deep", `--filename=${d.mnt}/f`, "--rw=randwrite", "--bs=4k", "--direct=1", "--ioengine=libaio",
+            "--iodepth=64", "--size=16M", "--verify=crc32c", "--do_verify=1", "--cpus_allowed=0"], { timeoutMs: 120_000 });
+          expect(r.code, fmt(r)).toBe(0); // every block read back and checked
+          await sleep(1200);
+          const s = await readStats(stats);
+          const pinned = Number(s.ringPinnedDepth), depth = Number(s.ringDepth);
+          expect(pinned, "pinned entries per queue").toBeGreaterThan(0);
+          expect(depth, "entries per queue").toBeGreaterThan(pinned);
+          expect(Number(s.nativeInflightMax), "native requests in flight at once on one ring").toBeGreaterThan(pinned);
+          expect(Number(s.nativeErrors)).toBe(0);
+          expect(await d.stop("SIGTERM")).toBe(0);
+        } finally {
+          await unmountTmpfs(src);
+        }
+      }, 180_000);
+    }
+
     fuseTest("an error from the backing fd (ENOSPC on a full tmpfs) is answered with that errno", async () => {
       const src = await mountTmpfs("size=1m");
       const stats = statsPath();

@@ -85,12 +85,15 @@ describe("doctor, enable_uring=Y", () => {
     expect(c.zero_copy!.status).toBe("OK");
     expect(rep.kernel.bufferPools).toBe(rep.kernel.offeredNames.includes("HAS_IO_URING_BUFPOOL"));
     expect(rep.possibleCpus).toBe(possibleCpus());
-    // default ring: 1 MiB payloads, as many entries per queue as fit 64 MiB (at most 32, at least 2)
+    // default ring: 1 MiB payloads, pinned for as many entries per queue as fit 64 MiB, the
+    // deeper entries unpinned (a 4 KiB header page each is pinned)
     const perEntry = 1048576 + 4096;
-    const depth = Math.max(2, Math.min(32, Math.floor((64 << 20) / (possibleCpus() * perEntry))));
-    if (!rep.kernel.bufferPools && possibleCpus() * depth * perEntry <= 64 << 20) {
-      expect(rep.pinnedBytesDefault).toBe(possibleCpus() * depth * perEntry);
+    const pinnedDepth = Math.floor((64 << 20) / (possibleCpus() * perEntry));
+    const depth = Math.min(128, pinnedDepth + Math.floor((192 << 20) / (possibleCpus() * perEntry)));
+    if (!rep.kernel.bufferPools && pinnedDepth >= 2) {
+      expect(rep.pinnedBytesDefault).toBe(possibleCpus() * (pinnedDepth * 1048576 + depth * 4096));
       expect(c.fuse_over_io_uring!.message).toContain(`depth ${depth}`);
+      expect(c.pinned_memory!.message).toContain(`${pinnedDepth} pinned`);
     }
     expect(rep.pinnedBytesDefault).toBeLessThanOrEqual(64 << 20);
     expect(c.pinned_memory!.message).toContain(`${possibleCpus()} queue`);
