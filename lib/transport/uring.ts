@@ -109,9 +109,9 @@ export const UNPINNED_BUDGET = 192 << 20;
 /**
  * Deepest default queue. One fio job at iodepth 64 submits from one CPU, so one queue's
  * entries are all it can have in flight, and QEMU's export workload (O_DIRECT randrw 4 KiB on
- * ext4, 2 CPUs, bench/README.md "Deeper queues") runs four such jobs: 62 entries in flight of
- * 256 gave 0.60–0.65× the raw disk at 64×4, 127 per queue (with max_background to match)
- * 0.79–0.85×.
+ * ext4, 2 CPUs, bench/README.md "deeper queues", 2026-12-07) runs four such jobs: 62 entries in flight of
+ * 256 gave 0.64–0.69× the raw disk at 64×4, 126 per queue (with max_background to match)
+ * 0.79–0.86×.
  */
 export const MAX_DEFAULT_DEPTH = 128;
 
