@@ -386,8 +386,8 @@ pub const Ring = struct {
         // registration pins the payloads; neither should start by faulting pages in.
         self.headers = sys.mapAnon(sys.roundUp(@as(usize, n) * layout.header_stride, std.heap.page_size_min), true, err) orelse return error.Failed;
         // With a pool the per-entry payloads exist only if the kernel refuses it (start).
-        // (Only when every entry is pinned: else registration faults the pinned ones in, and the
-        // deeper ones stay untouched until used.)
+        // (Prefaulted only when every entry is pinned: else registration faults the pinned ones
+        // in, and the unpinned ones stay untouched until used.)
         if (self.pool.len == 0) self.payloads = sys.mapAnon(@as(usize, n) * self.payload_size, self.pinned_depth == self.depth, err) orelse return error.Failed;
         const efd = sys.eventfdOpen(false);
         if (efd < 0) {

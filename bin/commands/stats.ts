@@ -66,7 +66,7 @@ export function formatSnapshot(s: Snapshot, prev: Snapshot | null): string {
   const dt = prev && s.uptimeMs > prev.uptimeMs ? (s.uptimeMs - prev.uptimeMs) / 1000 : s.uptimeMs / 1000;
   const base = prev && s.uptimeMs > prev.uptimeMs ? prev : null;
   const requests = s.ringRequests + s.devRequests;
-  const transport = s.transport === "uring" ? `uring (${s.ringQueues} queues × ${s.ringDepth} entries, ${s.ringPinnedDepth ?? s.ringDepth} pinned)` : s.transport;
+  const transport = s.transport === "uring" ? `uring (${s.ringQueues} queues × ${s.ringDepth} entries, ${s.bufferPools === "active" ? "payloads in buffer pools" : `${s.ringPinnedDepth ?? s.ringDepth} pinned`})` : s.transport;
   const lines = [
     `fuse-uring ${s.version}  ${s.mountpoint}  (${s.label})  pid ${s.pid}  up ${duration(s.uptimeMs)}`,
     `transport ${transport}: ${s.transportReason}`,

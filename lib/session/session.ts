@@ -320,7 +320,7 @@ export class Session implements Sink, ReplyObserver {
     const sizing = ringSizing(possibleCpus());
     if (!this.opts.queueDepth) this.opts.queueDepth = sizing.depth;
     if (!this.opts.maxWrite) this.opts.maxWrite = sizing.maxWrite;
-    const payloadSize = roundUp(Math.max(8192, this.opts.maxWrite), 4096);
+    const payloadSize = this.payloadSize();
     if (this.opts.dataPlane === "native") {
       this.dataPlane = this.opts.dataPlaneShare ? new DataPlane(0, this.opts.dataPlaneShare) : new DataPlane();
       this.dispatcher.dataPlane = this.dataPlane;
@@ -635,10 +635,11 @@ export class Session implements Sink, ReplyObserver {
   /** The ring plan for this session's engine(s): flags, sizes, wait policy. */
   private ringPlan(): Omit<RingPlan, "qids"> {
     const o = this.opts;
-    const payloadSize = roundUp(Math.max(8192, o.maxWrite), 4096);
+    const payloadSize = this.payloadSize();
     return {
       totalQueues: possibleCpus(),
       depth: o.queueDepth,
+      pinnedDepth: pinnedDepth(possibleCpus(), o.queueDepth, payloadSize),
       payloadSize,
       // + not |: bits 30/31 would make the number negative
       setupFlags: o.ringSetupFlags + (o.fixedBuffers ? 0 : FU_RING_NO_FIXED_BUFFERS) + (o.fault.split(",").includes("bad-commit") ? FU_RING_FAULT_BAD_COMMIT : 0),
@@ -656,7 +657,7 @@ export class Session implements Sink, ReplyObserver {
   /** Create this thread's ring engine (throws UringError); this thread becomes its submitter. */
   createRing(plan: RingPlan): void {
     const ring = new UringSource(this, {
-      fd: this.fd, qids: plan.qids, totalQueues: plan.totalQueues, depth: plan.depth, payloadSize: plan.payloadSize,
+      fd: this.fd, qids: plan.qids, totalQueues: plan.totalQueues, depth: plan.depth, pinnedDepth: plan.pinnedDepth, payloadSize: plan.payloadSize,
       setupFlags: plan.setupFlags, doorbell: this.doorbell.ptr!, dataPlane: this.dataPlane?.handle ?? null,
       waitMicros: plan.waitMicros, nativeSyncMax: plan.nativeSyncMax, pinToQueues: this.opts.role === "worker" && plan.pin, pinCpus: plan.cpus, pool: plan.pool,
     });
@@ -833,7 +834,7 @@ export class Session implements Sink, ReplyObserver {
       o.log(`fuse: INIT kernel ${init.major}.${init.minor} offered [${initFlagNames(init.flags).join(" ")}]`);
       o.log(`fuse: INIT granted [${info.grantedNames.join(" ")}] max_write=${o.maxWrite} max_pages=${maxPages}`);
       const plan = this.ringPlan();
-      o.log(`fuse: transport=${this.transport} (${reason})` + (ringUp ? ` queues=${plan.totalQueues} depth=${o.queueDepth} pinned entries=${pinnedDepth(plan.totalQueues, o.queueDepth, plan.payloadSize)} per queue, max_background=${bg}` : ""));
+      o.log(`fuse: transport=${this.transport} (${reason})` + (ringUp ? ` queues=${plan.totalQueues} depth=${o.queueDepth} pinned entries=${plan.pinnedDepth} per queue, max_background=${bg}` : ""));
       o.log(`fuse: buffers: ${this.stats().bufferPoolsReason}`);
     }
     await Promise.resolve(this.fs.init?.(info)).then(
@@ -1037,8 +1038,11 @@ export class Session implements Sink, ReplyObserver {
   // ---- stats and teardown ---------------------------------------------------------------------
   stats(): SessionStats {
     const own = this.ownStats();
-    if (!this.pool) return own;
-    return mergeStats(own, this.pool.stats(), this.forwarding);
+    const all = this.pool ? mergeStats(own, this.pool.stats(), this.forwarding) : own;
+    // A buffer pool on every queue: no entry has a payload of its own, the pools are the pinned
+    // memory (pinnedBytes). Only known once the rings say so, hence after the merge.
+    if (all.bufferPools === "active") all.ringPinnedDepth = 0;
+    return all;
   }
 
   private ownStats(): SessionStats {
@@ -1112,7 +1116,7 @@ export class Session implements Sink, ReplyObserver {
       // the mount's rings, wherever they run (copies: the workers own them, not this thread)
       ringQueues: this.transport === "uring" ? possibleCpus() : 0,
       ringDepth: this.transport === "uring" ? this.opts.queueDepth : 0,
-      ringPinnedDepth: this.transport === "uring" ? pinnedDepth(possibleCpus(), this.opts.queueDepth, roundUp(Math.max(8192, this.opts.maxWrite), 4096)) : 0,
+      ringPinnedDepth: this.transport === "uring" ? this.ringPlan().pinnedDepth : 0,
       queueInflight: this.queueInflight(),
     };
   }
@@ -1141,7 +1145,12 @@ export class Session implements Sink, ReplyObserver {
   }
 
   private ringPlanPoolBytes(): number {
-    return poolBytes(this.opts.poolSize, roundUp(Math.max(8192, this.opts.maxWrite), 4096));
+    return poolBytes(this.opts.poolSize, this.payloadSize());
+  }
+
+  /** Bytes of one ring payload buffer: max_write rounded to pages, at least 8 KiB. */
+  private payloadSize(): number {
+    return roundUp(Math.max(8192, this.opts.maxWrite), 4096);
   }
 
   /** Busy ring entries per queue (entry i belongs to queue i / depth, as the shim registers them). */

@@ -125,7 +125,8 @@ export interface SessionStats {
   /** io_uring queues × depth (0 on classic). */
   ringQueues: number;
   ringDepth: number;
-  /** Entries per queue whose payloads are pinned (the deeper ones take memory only when used). */
+  /** Entries per queue whose own payloads are pinned (the deeper ones take memory only when
+   *  used); 0 when every queue has a buffer pool (then no entry has a payload of its own). */
   ringPinnedDepth: number;
   /** Requests being handled right now per io_uring queue (queue use; [] on classic). */
   queueInflight: number[];

@@ -42,7 +42,7 @@ export class ForwardEngine implements Sink {
   /** Create the ring on this thread (throws UringError); returns where its entries live. */
   createRing(plan: RingPlan): RingEntries {
     const ring = new UringSource(this, {
-      fd: this.fd, qids: plan.qids, totalQueues: plan.totalQueues, depth: plan.depth, payloadSize: plan.payloadSize,
+      fd: this.fd, qids: plan.qids, totalQueues: plan.totalQueues, depth: plan.depth, pinnedDepth: plan.pinnedDepth, payloadSize: plan.payloadSize,
       setupFlags: plan.setupFlags, doorbell: this.doorbell.ptr!, dataPlane: (this.dataPlane as Pointer | null) ?? null,
       waitMicros: plan.waitMicros, nativeSyncMax: plan.nativeSyncMax, answeredElsewhere: true, pinToQueues: plan.pin, pinCpus: plan.cpus,
     });

@@ -28,6 +28,8 @@ export interface RingPlan {
   qids: number[];
   totalQueues: number;
   depth: number;
+  /** Entries per queue with pinned payloads (the session decides it once: ringPlan). */
+  pinnedDepth: number;
   payloadSize: number;
   setupFlags: number;
   waitMicros: number;

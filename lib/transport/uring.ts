@@ -55,9 +55,10 @@ export interface UringOptions {
   totalQueues: number;
   depth: number;
   payloadSize: number;
-  /** Entries per queue whose payloads are pinned (prefaulted, registered); default: as many
-   *  as PINNED_BUDGET allows over `totalQueues` queues (pinnedDepth). */
-  pinnedDepth?: number;
+  /** Entries per queue whose payloads are pinned (prefaulted, registered): the last of each
+   *  queue (shim/ring.zig pinned()); the session gives as many as PINNED_BUDGET allows over
+   *  `totalQueues` queues (pinnedDepth()). */
+  pinnedDepth: number;
   setupFlags: number;
   /** Threadsafe JSCallback rung by the shim's watcher thread when an idle owner has work. */
   doorbell: Pointer;
@@ -226,7 +227,7 @@ export class UringSource implements Source {
     this.payloadSize = opts.payloadSize;
     this.pool = opts.pool ?? null;
     const entries = qids.length * opts.depth;
-    const pinned = opts.pinnedDepth ?? pinnedDepth(opts.totalQueues, opts.depth, opts.payloadSize);
+    const pinned = opts.pinnedDepth;
     let h: Pointer | null;
     if (this.pool) {
       const perQueue = this.pool.bytesPerQueue;
@@ -289,16 +290,16 @@ export class UringSource implements Source {
     const rc = n.fu_ring_start(this.handle!);
     if (rc < 0) throw new UringError(-rc, `io_uring register failed (errno ${-rc})`);
     if (this.pool) {
-      let own = 0;
       for (const slot of this.slots) {
         const p = n.fu_ring_payload(this.handle!, slot.index) as Pointer | null;
         if (!p) continue;
         Object.assign(slot, payloadViews(toArrayBuffer(p, 0, this.payloadSize), 0, this.payloadSize));
         this.slotPool[slot.index] = null;
-        if (slot.index % this.depth >= this.depth - this.pinnedDepth) own++; // (the pinned ones: shim/ring.zig pinned())
       }
+      // A queue whose pool the kernel refused has per-entry payloads, pinnedDepth of them pinned.
       const pooledQueues = this.stats().poolQueues ?? 0;
-      this.pinnedBytes = pooledQueues * this.pool.bytesPerQueue + this.slots.length * 4096 + own * this.payloadSize;
+      const ownQueues = this.slots.length / this.depth - pooledQueues;
+      this.pinnedBytes = pooledQueues * this.pool.bytesPerQueue + this.slots.length * 4096 + ownQueues * this.pinnedDepth * this.payloadSize;
     }
     void this.pump();
   }

@@ -79,6 +79,7 @@ if (probe.offered) {
       const s = await readStats(stats, { until: (x) => Number(x.ringRequests) > 50 });
       expect(s.bufferPools).toBe("active");
       expect(Number(s.poolBytes)).toBeGreaterThanOrEqual(MiB);
+      expect(Number(s.ringPinnedDepth), "no entry has a payload of its own").toBe(0);
       expect(Number(s.ringRequests)).toBeGreaterThan(50);
       // As root the queues are zero-copy capable, but memfs serves no file natively: no
       // file is opened FOPEN_IO_URING_ZERO_COPY, so no request is zero-copied.
@@ -146,6 +147,7 @@ if (probe.offered) {
         const s = await readStats(stats, { until: (x) => Number(x.nativeWriteBytes) >= moved.written });
         expect(s.bufferPools).toBe("fallback");
         expect(String(s.bufferPoolsReason)).toContain("refused");
+        expect(Number(s.ringPinnedDepth), "the refused queues' entries have payloads again").toBeGreaterThan(0);
         expect(s.zeroCopy).toBe("off");
         expect(Number(s.nativeWriteBytes)).toBeGreaterThanOrEqual(moved.written);
         expect(await d.stop("SIGTERM")).toBe(0);
