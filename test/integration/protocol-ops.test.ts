@@ -103,6 +103,9 @@ for (const transport of TRANSPORTS) {
       expect(flat).toContain(`["B",["setlkw","f","w",0,10,0.3],{"err":"EINTR","waited":true}]`);
       expect(flat).toContain(`"pid":-1`);
       expect(flat).toContain(`["B",["flock","k","ex|nb"],{"err":"EAGAIN"}]`);
+      // The other process's close ended its OFD lock (at the RELEASE the kernel sends after
+      // close() returned: locks.py waits up to 5 s for it).
+      expect(flat).toContain(`["B",["ofd_setlkw","o","w",0,0,5],{"ok":true,"type":"w","start":0,"len":0,"pid":0}]`);
       // The daemon decided them (FUSE_POSIX_LOCKS / FUSE_FLOCK_LOCKS were negotiated).
       const st = await readStats(stats, { until: (x) => (ops(x).SETLKW ?? 0) > 0 && (ops(x).SETLK ?? 0) > 10 && (ops(x).GETLK ?? 0) > 3, timeoutMs: 4000 });
       expect(ops(st).SETLK ?? 0).toBeGreaterThan(10);
