@@ -639,7 +639,7 @@ export class Session implements Sink, ReplyObserver {
     return {
       totalQueues: possibleCpus(),
       depth: o.queueDepth,
-      pinnedDepth: pinnedDepth(possibleCpus(), o.queueDepth, payloadSize),
+      pinnedDepth: this.pinnedPerQueue(),
       payloadSize,
       // + not |: bits 30/31 would make the number negative
       setupFlags: o.ringSetupFlags + (o.fixedBuffers ? 0 : FU_RING_NO_FIXED_BUFFERS) + (o.fault.split(",").includes("bad-commit") ? FU_RING_FAULT_BAD_COMMIT : 0),
@@ -1116,7 +1116,7 @@ export class Session implements Sink, ReplyObserver {
       // the mount's rings, wherever they run (copies: the workers own them, not this thread)
       ringQueues: this.transport === "uring" ? possibleCpus() : 0,
       ringDepth: this.transport === "uring" ? this.opts.queueDepth : 0,
-      ringPinnedDepth: this.transport === "uring" ? this.ringPlan().pinnedDepth : 0,
+      ringPinnedDepth: this.transport === "uring" ? this.pinnedPerQueue() : 0,
       queueInflight: this.queueInflight(),
     };
   }
@@ -1146,6 +1146,11 @@ export class Session implements Sink, ReplyObserver {
 
   private ringPlanPoolBytes(): number {
     return poolBytes(this.opts.poolSize, this.payloadSize());
+  }
+
+  /** Entries per queue with pinned payloads (the ring plan's; stats report the same). */
+  private pinnedPerQueue(): number {
+    return pinnedDepth(possibleCpus(), this.opts.queueDepth, this.payloadSize());
   }
 
   /** Bytes of one ring payload buffer: max_write rounded to pages, at least 8 KiB. */

@@ -227,7 +227,6 @@ export class UringSource implements Source {
     this.payloadSize = opts.payloadSize;
     this.pool = opts.pool ?? null;
     const entries = qids.length * opts.depth;
-    const pinned = opts.pinnedDepth;
     let h: Pointer | null;
     if (this.pool) {
       const perQueue = this.pool.bytesPerQueue;
@@ -245,9 +244,9 @@ export class UringSource implements Source {
         this.poolViews.push(views);
       }
       const flags = (this.pool.zeroCopy ? POOL_ZERO_COPY : 0) | (this.pool.refuse ? POOL_REFUSE : 0);
-      h = n.fu_ring_create_pooled(opts.fd, qids, qids.length, opts.totalQueues, opts.depth, pinned, opts.payloadSize, opts.setupFlags, opts.doorbell, opts.dataPlane, base + skew, perQueue, flags, err) as Pointer | null;
+      h = n.fu_ring_create_pooled(opts.fd, qids, qids.length, opts.totalQueues, opts.depth, opts.pinnedDepth, opts.payloadSize, opts.setupFlags, opts.doorbell, opts.dataPlane, base + skew, perQueue, flags, err) as Pointer | null;
     } else {
-      h = n.fu_ring_create(opts.fd, qids, qids.length, opts.totalQueues, opts.depth, pinned, opts.payloadSize, opts.setupFlags, opts.doorbell, opts.dataPlane, err) as Pointer | null;
+      h = n.fu_ring_create(opts.fd, qids, qids.length, opts.totalQueues, opts.depth, opts.pinnedDepth, opts.payloadSize, opts.setupFlags, opts.doorbell, opts.dataPlane, err) as Pointer | null;
     }
     if (!h) throw new UringError(-err[0]!, `io_uring setup failed (errno ${-err[0]!})`);
     this.handle = h;
@@ -260,8 +259,8 @@ export class UringSource implements Source {
     }
     this.maxOut = 2 * entries + 2;
     this.out = new CompletionBuffer(this.maxOut);
-    this.pinnedDepth = pinned;
-    this.pinnedBytes = this.pool ? qids.length * this.pool.bytesPerQueue + entries * 4096 : entries * 4096 + qids.length * pinned * opts.payloadSize;
+    this.pinnedDepth = opts.pinnedDepth;
+    this.pinnedBytes = this.pool ? qids.length * this.pool.bytesPerQueue + entries * 4096 : entries * 4096 + qids.length * opts.pinnedDepth * opts.payloadSize;
     this.waitMicros = opts.waitMicros;
     this.lingerWaits = opts.waitMicros > 0 ? Math.ceil((LINGER_MS * 1000) / opts.waitMicros) : 0;
     this.answeredElsewhere = opts.answeredElsewhere === true;
